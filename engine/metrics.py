@@ -1,0 +1,137 @@
+"""Summary metrics from the result frames (what `--json` prints and the KPI cards show).
+
+Percentiles use numpy's default (linear interpolation) over the measured requests of a class
+(arrival ≥ warmup_s) that have the value; none → null. A request split into pieces by a prompt
+cap counts once: arrival of its first piece, first token of its first piece, finish of its last.
+SLO attainment counts every measured request: rejected or unfinished ones miss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .memory import MemoryBreakdown
+from .scenario import Scenario
+
+
+def pct(x, q: float) -> float | None:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else None
+
+
+def _mean(x) -> float | None:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else None
+
+
+def logical_requests(req: pd.DataFrame) -> pd.DataFrame:
+    """One row per client request: split pieces folded into their first piece's row."""
+    if not (req["parent"] >= 0).any():
+        return req
+    key = np.where(req["parent"] >= 0, req["parent"], req["id"])
+    g = req.assign(_key=key).groupby("_key", sort=True)
+    agg = g.agg(
+        arrival_s=("arrival_s", "min"),
+        finish_s=("finish_s", "max"),
+        blocked_s=("blocked_s", "sum"),
+        inversion_s=("inversion_s", "sum"),
+        pieces=("id", "size"),
+        unfinished=("status", lambda s: int((s != "finished").sum())),
+    )
+    first = req.set_index("id").loc[agg.index]
+    out = first.reset_index()
+    out["finish_s"] = np.where(agg["unfinished"].to_numpy() > 0, np.nan, agg["finish_s"].to_numpy())
+    out["blocked_s"] = agg["blocked_s"].to_numpy()
+    out["inversion_s"] = agg["inversion_s"].to_numpy()
+    out["e2e_s"] = out["finish_s"] - out["arrival_s"]
+    last_status = np.where(agg["unfinished"].to_numpy() > 0, out["status"].astype(str), "finished")
+    out["status"] = pd.Categorical(last_status, categories=req["status"].cat.categories)
+    out["tpot_s"] = np.where(agg["pieces"].to_numpy() > 1, np.nan, out["tpot_s"])
+    return out
+
+
+def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
+    spec = sc.request_class(name)
+    r = req[(req["class"] == name) & req["measured"]]
+    done = r["status"] == "finished"
+    slo = spec.slo
+    if slo.ttft_s is None and slo.tpot_s is None:
+        attain = None
+    elif len(r) == 0:
+        attain = None
+    else:
+        ok = done.to_numpy().copy()
+        if slo.ttft_s is not None:
+            ok &= (r["ttft_s"] <= slo.ttft_s).to_numpy()
+        if slo.tpot_s is not None:
+            ok &= ~(r["tpot_s"] > slo.tpot_s).to_numpy()
+        attain = float(ok.mean())
+    inv = r["inversion_s"].to_numpy()
+    return {
+        "priority": int(spec.priority),
+        "n": int(len(r)),
+        "completed": int(done.sum()),
+        "rejected": int((r["status"] == "rejected").sum()),
+        "unfinished": int((r["status"] == "unfinished").sum()),
+        "ttft_p50": pct(r["ttft_s"], 50),
+        "ttft_p90": pct(r["ttft_s"], 90),
+        "ttft_p99": pct(r["ttft_s"], 99),
+        "tpot_p50": pct(r["tpot_s"], 50),
+        "tpot_p99": pct(r["tpot_s"], 99),
+        "e2e_p50": pct(r["e2e_s"], 50),
+        "e2e_p99": pct(r["e2e_s"], 99),
+        "queue_wait_mean": _mean(r["queue_wait_s"]),
+        "queue_wait_p99": pct(r["queue_wait_s"], 99),
+        "blocked_s": float(r["blocked_s"].sum()),
+        "blocked_p99": pct(r["blocked_s"], 99),
+        "max_wait_s": float(r["blocked_s"].max()) if len(r) else 0.0,
+        "inversion_s": float(inv.sum()),
+        "inverted_requests": int(np.count_nonzero(inv > 0)),
+        "slo_attainment": attain,
+    }
+
+
+def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.DataFrame,
+              alerts: pd.DataFrame, t_end: float, wall_s: float) -> dict:
+    logical = logical_requests(req)
+    names = sc.class_names
+    tokens = steps["prefill_tokens"] + steps["decode_tokens"] if len(steps) else pd.Series(dtype=float)
+    busy = float(steps["dt_s"].sum()) if len(steps) else 0.0
+    kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.blocks) if busy else 0.0
+    budget = sc.scheduler.max_num_batched_tokens
+    out_tokens = int(req.loc[req["status"] == "finished", "output_tokens"].sum())
+    return {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "kv_blocks": int(mem.blocks),
+        "steps": int(len(steps)),
+        "sim_time_s": float(t_end),
+        "wall_time_s": float(wall_s),
+        "throughput_tok_s": out_tokens / t_end if t_end > 0 else 0.0,
+        "processed_tok_s": float(tokens.sum()) / t_end if t_end > 0 else 0.0,
+        "kv_util_mean": kv_util,
+        "mean_batch_tokens": float(tokens.mean()) if len(tokens) else 0.0,
+        "batch_fill": float(tokens.mean()) / budget if len(tokens) else 0.0,
+        "preemptions": int(req["preemptions"].sum()),
+        "recomputed_tokens": int(req["recomputed_tokens"].sum()),
+        "rejected": int((req["status"] == "rejected").sum()),
+        "unfinished": int((req["status"] == "unfinished").sum()),
+        "alerts": int(len(alerts)),
+        "reserve_idle_token_frac": float(steps["reserve_idle"].sum()) / (budget * len(steps)) if len(steps) else 0.0,
+        "gpus": int(sc.replicas.count * sc.hardware.num_gpus),
+        "classes": {name: class_summary(sc, logical, name) for name in names},
+    }
+
+
+def clean(obj):
+    """JSON-safe copy: NaN/inf → None."""
+    if isinstance(obj, dict):
+        return {k: clean(v) for k, v in obj.items()}
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

@@ -1,0 +1,40 @@
+"""The waiting queue: request ids kept sorted by the policy's key.
+
+One sorted list serves every policy (FCFS deque order and the priority heap order are both just
+keys), so iteration in queue order, removal from the middle (a backfilled admission) and the
+vLLM "prepend" of a preempted request are all plain list operations.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+
+class WaitingQueue:
+    def __init__(self):
+        self._entries: list[tuple] = []
+        self._entry: dict[int, tuple] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def push(self, i: int, key: tuple) -> None:
+        entry = (*key, i)
+        self._entry[i] = entry
+        bisect.insort(self._entries, entry)
+
+    def remove(self, i: int) -> None:
+        entry = self._entry.pop(i)
+        del self._entries[bisect.bisect_left(self._entries, entry)]
+
+    def ids(self) -> list[int]:
+        """Request ids in queue order."""
+        return [e[-1] for e in self._entries]
+
+    def rekey(self, key_fn) -> None:
+        """Re-sort every entry under a new key function (used by aging, whose keys drift)."""
+        self._entries = sorted((*key_fn(i), i) for i in self._entry)
+        self._entry = {e[-1]: e for e in self._entries}

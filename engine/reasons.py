@@ -1,0 +1,38 @@
+"""Wait reasons: why a blocked request was not running during a step (one code per step).
+
+The codes are the vocabulary of DESIGN §1; every timeline colour, hover text and "why is P0
+waiting" sentence is derived from this table.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Reason(IntEnum):
+    NONE = 0
+    KV_SHORT = 1
+    TOKEN_BUDGET = 2
+    MAX_SEQS = 3
+    HEAD_OF_LINE = 4
+    RESERVE = 5
+    CLASS_CAP = 6
+    PREEMPTED = 7
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+EXPLAIN: dict[Reason, str] = {
+    Reason.KV_SHORT: "not enough free KV blocks for its whole prompt (or the waiting pass was skipped "
+    "because a running request had to be preempted for blocks)",
+    Reason.TOKEN_BUDGET: "this step's token budget (max_num_batched_tokens) was used up by earlier requests",
+    Reason.MAX_SEQS: "the running set is at max_num_seqs",
+    Reason.HEAD_OF_LINE: "queued behind a request that does not fit; admission stops there",
+    Reason.RESERVE: "what is left (tokens or KV blocks) is reserved for the top-priority class",
+    Reason.CLASS_CAP: "its class is at a cap (max_running or max_kv_blocks)",
+    Reason.PREEMPTED: "was running and was evicted; waiting to be re-admitted",
+}
+
+LABELS = [r.label for r in Reason]

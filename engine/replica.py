@@ -1,0 +1,125 @@
+"""One engine instance: its scheduler, its KV pool, and its step loop as a SimPy process.
+
+The loop is nano-vLLM's `step()`: schedule → run for the step time → apply results. When nothing
+is queued or running, the replica sleeps until its feed hands it the next arrival.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from .cost import StepCost
+from .kv import KVPool
+from .observe import TOP_HOLDERS, WaitLog
+from .scheduler import Scheduler, Step
+from .state import Requests
+
+
+class StepLog:
+    """Per-step time series, stored as flat rows (turned into the `steps` frame at the end)."""
+
+    def __init__(self, n_classes: int):
+        self.rows: list[tuple] = []
+        self.per_class: list[np.ndarray] = []  # running, waiting, kv blocks per class
+
+    def add(self, row: tuple, running: np.ndarray, waiting: np.ndarray, kv: np.ndarray) -> None:
+        self.rows.append(row)
+        self.per_class.append(np.concatenate([running, waiting, kv]))
+
+
+class Replica:
+    def __init__(self, index: int, env: simpy.Environment, rs: Requests, sched: Scheduler,
+                 cost: StepCost, log: WaitLog, steps: StepLog, on_finish):
+        self.index, self.env, self.rs, self.sched = index, env, rs, sched
+        self.pool: KVPool = sched.pool
+        self.cost, self.log, self.steps = cost, log, steps
+        self.on_finish = on_finish
+        self.k = 0
+        self.dt = 0.0
+        self._wake: simpy.Event | None = None
+        self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
+
+    @property
+    def load(self) -> int:
+        """Outstanding requests (queued + running): what the least-loaded router compares."""
+        return len(self.sched.queue) + len(self.sched.running) + len(self.pending)
+
+    def submit(self, i: int) -> None:
+        self.rs.replica[i] = self.index
+        self.pending.append(i)
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _enter_pending(self) -> None:
+        for i in self.pending:
+            if self.sched.enqueue(i):
+                self.log.enter(i, float(self.rs.arrival[i]))
+        self.pending.clear()
+
+    def run(self, feed):
+        """SimPy process: `feed(now)` returns arrivals due by now and the next arrival time."""
+        env, sched = self.env, self.sched
+        while True:
+            due, next_t = feed(env.now)
+            for i in due:
+                self.submit(i)
+            self._enter_pending()
+            if not sched.running and not sched.queue:
+                if next_t is not None:
+                    yield env.timeout(max(next_t - env.now, 0.0))
+                else:
+                    self._wake = env.event()
+                    yield self._wake
+                    self._wake = None
+                continue
+            now = env.now
+            step = sched.schedule(now)
+            for v in step.preempted:
+                self.log.enter(v, now)
+            self.dt = self._step_time(step)
+            self.log.observe(self, self.k, now, self.dt, step)
+            yield env.timeout(self.dt)
+            finished = sched.complete(step, env.now)
+            self._record(now, step)
+            self.k += 1
+            for i in finished:
+                self.on_finish(i, env.now)
+
+    def _step_time(self, step: Step) -> float:
+        tok = step.tokens
+        ctx = step.context
+        attn = float(np.dot(tok, ctx) + 0.5 * np.dot(tok, tok))
+        return self.cost(int(tok.sum()), attn, int(ctx.sum())) + step.swap_s
+
+    def _record(self, now: float, step: Step) -> None:
+        rs, tok = self.rs, step.tokens
+        decode = int(tok[step.context >= rs.prompt[step.ids]].sum()) if len(tok) else 0
+        n_cls = len(self.pool.used_cls)
+        waiting = np.bincount(rs.cls[step.waiting], minlength=n_cls) if len(step.waiting) else np.zeros(n_cls, np.int64)
+        self.steps.add(
+            (self.index, now, self.dt, int(tok.sum()) - decode, decode, len(tok), len(step.admitted),
+             len(step.preempted), self.pool.used, self.pool.capacity - self.pool.used, step.reserve_idle),
+            self.sched.n_running_cls, waiting, self.pool.used_cls,
+        )
+
+    # -- observability --------------------------------------------------------------------
+    def holders_and_eta(self, short_by: int) -> tuple[str, float]:
+        """Top KV holders ("id:class:blocks" …) and the estimated seconds until `short_by` blocks free."""
+        rs, held = self.rs, self.pool.held
+        run = np.array(self.sched.running, dtype=np.int64)
+        if not len(run):
+            return "", 0.0
+        blocks = held[run]
+        top = run[np.argsort(-blocks, kind="stable")[:TOP_HOLDERS]]
+        text = " ".join(f"{i}:{rs.class_names[rs.cls[i]]}:{held[i]}" for i in top.tolist() if held[i] > 0)
+        if short_by <= 0:
+            return text, 0.0
+        prefill_left = np.maximum(rs.prompt[run] + rs.generated[run] - rs.computed[run] - 1, 0)
+        steps_left = -(-prefill_left // self.sched.lim.budget) + (rs.output[run] - rs.generated[run])
+        order = np.argsort(steps_left, kind="stable")
+        freed = np.cumsum(blocks[order])
+        j = int(np.searchsorted(freed, short_by))
+        if j >= len(order):
+            return text, float("inf")
+        return text, float(steps_left[order[j]]) * max(self.dt, 1e-9)

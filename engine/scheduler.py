@@ -1,0 +1,410 @@
+"""One engine's iteration-level scheduler, with vLLM v1 semantics (DESIGN §2).
+
+Each call to `schedule()` decides one step:
+1. running requests first, in running-list (admission) order, each getting
+   min(remaining, budget, long_prefill_token_threshold); a request that cannot get blocks
+   preempts a victim (policy's rule, possibly itself) and then Phase A stops;
+2. waiting requests in queue order, only if nothing was preempted: admitted if blocks for the
+   whole sequence (+ watermark) are free, then only the first chunk is allocated; the first
+   misfit stops admission (fcfs, priority) or is skipped (backfill).
+`complete()` applies the step's results once its time has passed.
+
+The common step (every growth fits) is computed with a few vectorised numpy operations; the
+exact sequential loop runs only in steps where KV runs out, so both give the same decisions.
+Mitigations (token/KV reserves, class caps, inheritance, aging, preemption for waiting requests,
+swap) are parameters of the same two phases, not separate code paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .kv import KVPool
+from .policies import Policy
+from .queue import WaitingQueue
+from .reasons import Reason
+from .state import FINISHED, REJECTED, RUNNING, WAITING, Requests
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The knobs the scheduler obeys (engine settings plus mitigations)."""
+
+    budget: int
+    max_seqs: int
+    threshold: int = 0
+    chunked: bool = True
+    token_reserve: int = 0
+    reserve_lendable: bool = False
+    class_max_running: tuple = ()
+    inheritance: bool = False
+    aging_s: float = 0.0
+    top_priority: int = 0
+    swap_bytes_per_s: float = 0.0  # > 0: preemption swaps KV to host instead of recomputing
+    block_bytes: float = 0.0
+
+
+@dataclass
+class Step:
+    """What one step scheduled, and how the requests left waiting stand."""
+
+    ids: np.ndarray
+    tokens: np.ndarray
+    context: np.ndarray
+    admitted: list[int]
+    preempted: list[int]
+    waiting: np.ndarray
+    reasons: np.ndarray
+    detail: dict[int, tuple[int, int]] = field(default_factory=dict)
+    blocker: int = -1
+    swap_s: float = 0.0
+    reserve_idle: int = 0
+
+
+class Scheduler:
+    def __init__(self, rs: Requests, pool: KVPool, policy: Policy, limits: Limits):
+        self.rs, self.pool, self.policy, self.lim = rs, pool, policy, limits
+        self.queue = WaitingQueue()
+        self.running: list[int] = []
+        self.evicted: set[int] = set()
+        self.n_running_cls = np.zeros(len(pool.used_cls), np.int64)
+        self._counter = 0
+        self.top_blocked = False
+
+    # -- arrivals ---------------------------------------------------------------------------
+    def enqueue(self, i: int) -> bool:
+        """Accept an arrival into the waiting queue, or reject one that can never run."""
+        rs, c = self.rs, int(self.rs.cls[i])
+        why = self._never_fits(i, c)
+        if why:
+            rs.reject(i, why)
+            return False
+        rs.status[i] = WAITING
+        self.queue.push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), i))
+        return True
+
+    def _never_fits(self, i: int, c: int) -> str:
+        rs, pool, lim = self.rs, self.pool, self.lim
+        tokens = int(rs.prompt[i] + rs.output[i] - 1)
+        cap = pool.view_capacity(c)
+        if pool.blocks(tokens) > cap:
+            return (f"prompt + max_tokens = {tokens} tokens needs {pool.blocks(tokens)} KV blocks; "
+                    f"at most {cap} can ever be free for class {rs.class_names[c]}")
+        budget = lim.budget - (0 if rs.is_top[i] else lim.token_reserve)
+        if not lim.chunked and rs.prompt[i] > budget:
+            return f"prompt {rs.prompt[i]} tokens exceeds the step budget {budget} with chunked prefill off"
+        return ""
+
+    # -- one step ---------------------------------------------------------------------------
+    def schedule(self, now: float) -> Step:
+        rs, lim = self.rs, self.lim
+        if lim.aging_s > 0 and self.policy.by_priority and self.queue:
+            self.queue.rekey(lambda i: self._aged_key(i, now))
+        if lim.inheritance and self.top_blocked:
+            self._boost_holders()
+        self.sched: dict[int, list[int]] = {}  # id -> [tokens, of which from the reserve]
+        self.swap_s = 0.0
+        self.evicted_now: list[int] = []
+        self.rem_r = self._reserve_now()
+        self.rem_s = lim.budget - self.rem_r
+        preempted, cause = self._schedule_running(now)
+        admitted: list[int] = []
+        if preempted:
+            order = np.array(self.queue.ids(), dtype=np.int64)
+            reasons = np.full(len(order), cause, np.int8)
+            detail, blocker = {}, -1
+        else:
+            order, reasons, detail, blocker, admitted = self._schedule_waiting(now, preempted)
+        if self.evicted and len(order):
+            reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
+        on_kv = np.isin(reasons, (Reason.KV_SHORT, Reason.RESERVE, Reason.HEAD_OF_LINE))
+        self.top_blocked = bool(np.any(rs.is_top[order] & on_kv))
+        ids = np.fromiter(self.sched, np.int64, len(self.sched))
+        tokens = np.fromiter((v[0] for v in self.sched.values()), np.int64, len(self.sched))
+        idle = self.rem_r if (self.rem_r and self.rem_s == 0 and not lim.reserve_lendable) else 0
+        return Step(ids, tokens, rs.computed[ids].copy(), admitted, self.evicted_now, order, reasons, detail,
+                    blocker, self.swap_s, int(idle))
+
+    def _aged_key(self, i: int, now: float) -> tuple:
+        rs = self.rs
+        levels = int((now - rs.arrival[i]) // self.lim.aging_s)
+        return (max(self.lim.top_priority, int(rs.prio[i]) - levels), float(rs.arrival[i]))
+
+    def _reserve_now(self) -> int:
+        """Tokens held back for the top class this step (lendable: only while one needs them)."""
+        lim, rs = self.lim, self.rs
+        if not lim.token_reserve:
+            return 0
+        if not lim.reserve_lendable:
+            return lim.token_reserve
+        waiting_top = any(rs.is_top[i] for i in self.queue.ids())
+        prefilling_top = any(rs.is_top[i] and rs.computed[i] < rs.prompt[i] for i in self.running)
+        return lim.token_reserve if (waiting_top or prefilling_top) else 0
+
+    def _boost_holders(self) -> None:
+        """Priority inheritance: lower-priority KV holders move to the front of the running order."""
+        rs, held = self.rs, self.pool.held
+        holders = [i for i in self.running if not rs.is_top[i] and held[i] > 0]
+        holders.sort(key=lambda i: -held[i])
+        rest = [i for i in self.running if rs.is_top[i] or held[i] == 0]
+        self.running = holders + rest
+
+    # -- Phase A: running requests ------------------------------------------------------------
+    def _schedule_running(self, now: float) -> tuple[list[int], Reason]:
+        if not self.running:
+            return [], Reason.NONE
+        rs, pool = self.rs, self.pool
+        ids = np.array(self.running, dtype=np.int64)
+        need = rs.remaining(ids)
+        if self.lim.threshold:
+            np.minimum(need, self.lim.threshold, out=need)
+        from_r, from_s = self._split(need, rs.is_top[ids])
+        alloc = from_r + from_s
+        grow = pool.blocks(rs.computed[ids] + alloc) - pool.held[ids]
+        if pool.fits_batch(rs.cls[ids], grow):
+            pool.grow_batch(ids, rs.cls[ids], grow)
+            self.rem_r -= int(from_r.sum())
+            self.rem_s -= int(from_s.sum())
+            for i, a, r in zip(ids[alloc > 0].tolist(), alloc[alloc > 0].tolist(), from_r[alloc > 0].tolist()):
+                self.sched[i] = [a, r]
+            return [], Reason.NONE
+        return self._schedule_running_exact(now)
+
+    def _split(self, need: np.ndarray, top: np.ndarray):
+        """Budget per request in list order: the top class draws from the reserve first."""
+        if self.rem_r == 0:
+            return np.zeros_like(need), np.clip(self.rem_s - (np.cumsum(need) - need), 0, need)
+        rt = np.where(top, need, 0)
+        from_r = np.clip(self.rem_r - (np.cumsum(rt) - rt), 0, rt)
+        rest = need - from_r
+        return from_r, np.clip(self.rem_s - (np.cumsum(rest) - rest), 0, rest)
+
+    def _schedule_running_exact(self, now: float) -> tuple[list[int], Reason]:
+        """The sequential vLLM loop, used when some growth does not fit (preemption)."""
+        rs, pool, running = self.rs, self.pool, self.running
+        preempted: list[int] = []
+        cause = Reason.NONE
+        i = 0
+        while i < len(running) and self.rem_s + self.rem_r > 0:
+            r = running[i]
+            c = int(rs.cls[r])
+            n = int(rs.remaining(r))
+            if self.lim.threshold:
+                n = min(n, self.lim.threshold)
+            n = min(n, self.rem_s + (self.rem_r if rs.is_top[r] else 0))
+            if n <= 0:
+                i += 1
+                continue
+            grow = int(pool.blocks(rs.computed[r] + n) - pool.held[r])
+            while (why := pool.shortfall(c, grow)) != Reason.NONE:
+                cause = why
+                victim = self._victim(r, c, why)
+                vi = running.index(victim)
+                running.pop(vi)
+                self._evict(victim, now)
+                preempted.append(victim)
+                if vi < i:
+                    i -= 1
+                if victim == r:
+                    break
+            if r in preempted:
+                break
+            pool.grow(r, c, grow)
+            self._take(r, n)
+            i += 1
+        return preempted, cause
+
+    def _victim(self, r: int, c: int, why: Reason) -> int:
+        """The policy's victim among the running requests whose eviction relieves `why`."""
+        rs = self.rs
+        if why == Reason.CLASS_CAP:
+            cands = [i for i in self.running if rs.cls[i] == c]
+        elif why == Reason.RESERVE:
+            cands = [i for i in self.running if not rs.is_top[i]]
+        else:
+            cands = self.running
+        return self.policy.victim(cands, rs.prio, rs.arrival)
+
+    def _take(self, i: int, n: int) -> None:
+        """Charge n tokens to the step budget (the top class uses its reserve first)."""
+        r = min(n, self.rem_r) if self.rs.is_top[i] else 0
+        self.rem_r -= r
+        self.rem_s -= n - r
+        self.sched[i] = [n, r]
+
+    def _evict(self, v: int, now: float) -> None:
+        """Preempt a running request: free its blocks; recompute (progress lost) or swap."""
+        rs, pool = self.rs, self.pool
+        given = self.sched.pop(v, None)
+        if given is not None:
+            self.rem_r += given[1]
+            self.rem_s += given[0] - given[1]
+        c = int(rs.cls[v])
+        freed = pool.release(v, c)
+        self.n_running_cls[c] -= 1
+        rs.preemptions[v] += 1
+        if self.lim.swap_bytes_per_s > 0:
+            rs.swapped[v] = True
+            self.swap_s += freed * self.lim.block_bytes / self.lim.swap_bytes_per_s
+        else:
+            rs.recomputed[v] += rs.computed[v]
+            rs.computed[v] = 0
+        rs.status[v] = WAITING
+        self._counter += 1
+        self.queue.push(v, self.policy.requeue_key(int(rs.prio[v]), float(rs.arrival[v]), v, self._counter))
+        self.evicted.add(v)
+        self.evicted_now.append(v)
+
+    # -- Phase B: waiting requests ------------------------------------------------------------
+    def _schedule_waiting(self, now: float, preempted: list[int]):
+        rs, pool, pol, lim = self.rs, self.pool, self.policy, self.lim
+        order = self.queue.ids()
+        reasons: list[int] = []
+        detail: dict[int, tuple[int, int]] = {}
+        admitted: list[int] = []
+        block_other = Reason.NONE
+        blocker = -1
+        closed: set[int] = set()
+        top_left = int(np.count_nonzero(rs.is_top[order])) if order else 0
+        tail = Reason.NONE
+        for w in order:
+            top = bool(rs.is_top[w])
+            top_left -= top
+            if len(self.running) >= lim.max_seqs and not self._evict_for_seat(w, now):
+                tail = Reason.MAX_SEQS
+                break
+            if not top and block_other:
+                reasons.append(block_other)
+                if top_left == 0:
+                    tail = block_other
+                    break
+                continue
+            c = int(rs.cls[w])
+            if c in closed or self._at_running_cap(c):
+                closed.add(c)
+                reasons.append(Reason.CLASS_CAP)
+                continue
+            avail = self.rem_s + (self.rem_r if top else 0)
+            if avail <= 0:
+                if top or self.rem_r == 0:
+                    tail = Reason.TOKEN_BUDGET
+                    break
+                block_other = Reason.RESERVE
+                reasons.append(Reason.RESERVE)
+                continue
+            n = int(rs.remaining(w))
+            if lim.threshold:
+                n = min(n, lim.threshold)
+            why = Reason.TOKEN_BUDGET if (not lim.chunked and n > avail) else Reason.NONE
+            n = min(n, avail)
+            need = int(pool.blocks(rs.seq_len(w)))
+            if not why:
+                why = pool.shortfall(c, need, watermark=bool(self.running))
+                if why in (Reason.KV_SHORT, Reason.RESERVE) and pol.preempts_for_waiting:
+                    why = self._evict_for_blocks(w, c, need, now)
+            if why:
+                reasons.append(why)
+                detail[w] = (need, pool.free_for(c, watermark=bool(self.running)))
+                if why == Reason.CLASS_CAP:
+                    closed.add(c)
+                elif pol.stops_at_misfit:
+                    blocker = w
+                    if top or why != Reason.RESERVE:
+                        tail = Reason.HEAD_OF_LINE
+                        break
+                    block_other = Reason.HEAD_OF_LINE
+                continue
+            self._admit(w, c, n, now)
+            admitted.append(w)
+            reasons.append(Reason.NONE)
+        scanned = len(reasons)
+        ids = np.array(order, dtype=np.int64)
+        codes = np.empty(len(order), np.int8)
+        codes[:scanned] = reasons
+        codes[scanned:] = tail
+        keep = codes != Reason.NONE
+        return ids[keep], codes[keep], detail, blocker, admitted
+
+    def _at_running_cap(self, c: int) -> bool:
+        caps = self.lim.class_max_running
+        return bool(caps) and caps[c] is not None and self.n_running_cls[c] >= caps[c]
+
+    def _admit(self, w: int, c: int, n: int, now: float) -> None:
+        rs, pool = self.rs, self.pool
+        self.queue.remove(w)
+        self.running.append(w)
+        self.n_running_cls[c] += 1
+        rs.status[w] = RUNNING
+        if rs.swapped[w]:
+            rs.swapped[w] = False
+            self.swap_s += pool.blocks(rs.computed[w]) * self.lim.block_bytes / self.lim.swap_bytes_per_s
+        pool.grow(w, c, int(pool.blocks(rs.computed[w] + n) - pool.held[w]))
+        self._take(w, n)
+        if np.isnan(rs.first_sched[w]):
+            rs.first_sched[w] = now
+        self.evicted.discard(w)
+
+    def _lower(self, w: int) -> list[int]:
+        return [i for i in self.running if self.rs.prio[i] > self.rs.prio[w]]
+
+    def _evict_for_seat(self, w: int, now: float) -> bool:
+        """`preempt` policy: a full running set gives up its worst lower-priority request."""
+        if not self.policy.preempts_for_waiting:
+            return False
+        cands = self._lower(w)
+        if not cands:
+            return False
+        v = self.policy.victim(cands, self.rs.prio, self.rs.arrival)
+        self.running.remove(v)
+        self._evict(v, now)
+        return True
+
+    def _evict_for_blocks(self, w: int, c: int, need: int, now: float) -> Reason:
+        """`preempt` policy: evict lower-priority running requests until w's prompt fits."""
+        rs, pool = self.rs, self.pool
+        cands = self._lower(w)
+        freed = int(pool.held[cands].sum()) if cands else 0
+        wm = pool.watermark
+        if need + wm > pool.free + freed or (
+            not rs.is_top[w] and need > pool.capacity - pool.reserve - pool.used_other + freed
+        ):
+            return pool.shortfall(c, need, watermark=bool(self.running))
+        why = pool.shortfall(c, need, watermark=bool(self.running))
+        while why in (Reason.KV_SHORT, Reason.RESERVE) and cands:
+            v = self.policy.victim(cands, rs.prio, rs.arrival)
+            cands.remove(v)
+            self.running.remove(v)
+            self._evict(v, now)
+            why = pool.shortfall(c, need, watermark=bool(self.running))
+        return why
+
+    # -- after the step ---------------------------------------------------------------------
+    def complete(self, step: Step, t_end: float) -> list[int]:
+        """Apply a finished step: progress, sampled tokens, finished requests (blocks freed)."""
+        rs = self.rs
+        ids = step.ids
+        if len(ids) == 0:
+            return []
+        rs.computed[ids] += step.tokens
+        done = ids[rs.computed[ids] == rs.prompt[ids] + rs.generated[ids]]
+        rs.generated[done] += 1
+        first = done[np.isnan(rs.first_token[done])]
+        rs.first_token[first] = t_end
+        fin = done[rs.generated[done] >= rs.output[done]].tolist()
+        for i in fin:
+            c = int(rs.cls[i])
+            self.pool.release(i, c)
+            self.n_running_cls[c] -= 1
+            rs.status[i] = FINISHED
+            rs.finish[i] = t_end
+        if fin:
+            self.running = [i for i in self.running if rs.status[i] == RUNNING]
+        return fin
+
+    def drop_all(self, why: str) -> None:
+        """End of the run: whatever is still queued or running is reported, not dropped."""
+        for i in self.queue.ids() + self.running:
+            if self.rs.status[i] != REJECTED:
+                self.rs.reason[i] = why

@@ -1,0 +1,73 @@
+"""The two commands of the README, with their own set-up (needs only Python 3.11+).
+
+    python3 tasks.py app    # create .venv, install requirements, run the app on the default scenario
+    python3 tasks.py test   # create .venv, install test requirements (+ chromium), run every test
+    python3 tasks.py bench  # the speed benchmark (python -m engine bench)
+
+Installs are skipped when the requirements files have not changed since the last install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def sh(*cmd: str, **kw) -> None:
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, **kw)
+
+
+def ensure_venv(req: str) -> None:
+    if not PY.exists():
+        venv.create(VENV, with_pip=True)
+    files = [ROOT / "requirements.txt", ROOT / req]
+    stamp = VENV / f".installed-{req}"
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    sh(str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(ROOT / req))
+    stamp.write_text(digest)
+
+
+def ensure_chromium() -> None:
+    """Debian's chromium for the browser tests (Playwright never downloads its own)."""
+    if Path(CHROMIUM).exists():
+        return
+    if shutil.which("apt-get") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        sh("apt-get", "update", "-q", env=env)
+        sh("apt-get", "install", "-y", "-q", "chromium", env=env)
+    else:
+        print("note: /usr/bin/chromium missing and cannot apt-get it; browser tests will be skipped "
+              "(they fail instead when CI=true)", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else "help"
+    if cmd == "app":
+        ensure_venv("requirements.txt")
+        return subprocess.call([str(PY), "-m", "streamlit", "run", str(ROOT / "app.py"), *argv[1:]], cwd=ROOT)
+    if cmd == "test":
+        ensure_venv("requirements-dev.txt")
+        ensure_chromium()
+        return subprocess.call([str(PY), "-m", "pytest", *argv[1:]], cwd=ROOT)
+    if cmd == "bench":
+        ensure_venv("requirements.txt")
+        return subprocess.call([str(PY), "-m", "engine", "bench", *argv[1:]], cwd=ROOT)
+    print(__doc__)
+    return 0 if cmd == "help" else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
