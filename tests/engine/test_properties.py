@@ -1,0 +1,315 @@
+"""Property tests: invariants of the scheduler simulation over random small workloads.
+
+Hypothesis draws small scenarios (1-3 classes, explicit arrival times, a fixed step time) over
+every policy and mitigation knob, and every run must keep the hard limits of the engine (KV
+capacity, token budget, max_num_seqs, class caps, the top-priority KV reserve), end every request
+cleanly, keep its timestamps ordered, account for every computed token, and be deterministic —
+in-process and across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import from_dict, simulate
+from engine.metrics import clean
+
+REPO = Path(__file__).resolve().parents[2]
+EPS = 1e-9
+
+PROPS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario generator
+
+
+@st.composite
+def scenarios(draw) -> dict:
+    n_classes = draw(st.integers(1, 3))
+    per_class = max(1, 25 // n_classes)
+    num_blocks = draw(st.integers(8, 200))
+    budget = draw(st.integers(8, 256))
+    classes = {}
+    for k in range(n_classes):
+        times = draw(st.lists(st.floats(0.0, 1.0, allow_nan=False).map(lambda x: round(x, 3)),
+                              min_size=1, max_size=per_class))
+        caps: dict = {}
+        if draw(st.booleans()):
+            caps["max_running"] = draw(st.integers(1, 4))
+        if draw(st.booleans()):
+            caps["max_kv_blocks"] = draw(st.integers(1, num_blocks))
+        if draw(st.booleans()):
+            caps["max_prompt_tokens"] = draw(st.integers(1, 300))
+            caps["over_cap"] = draw(st.sampled_from(["reject", "split"]))
+        classes[f"C{k}"] = {
+            "priority": draw(st.integers(0, 2)),
+            "arrival": {"process": "times", "times": times},
+            "prompt": {"dist": "constant", "value": draw(st.integers(1, 300))},
+            "output": {"dist": "constant", "value": draw(st.integers(1, 40))},
+            "caps": caps,
+        }
+    scheduler = {
+        "policy": draw(st.sampled_from(["fcfs", "priority", "backfill", "preempt"])),
+        "max_num_batched_tokens": budget,
+        "max_num_seqs": draw(st.integers(1, 8)),
+    }
+    if draw(st.booleans()):
+        scheduler["long_prefill_token_threshold"] = draw(st.integers(1, 300))
+    if draw(st.booleans()):
+        scheduler["watermark"] = draw(st.sampled_from([0.01, 0.05, 0.1, 0.2]))
+    mitigations: dict = {}
+    if draw(st.booleans()):
+        mitigations["p0_token_reserve"] = draw(st.integers(0, budget - 1))
+        mitigations["reserve_mode"] = draw(st.sampled_from(["strict", "lendable"]))
+    if draw(st.booleans()):
+        mitigations["p0_kv_reserve"] = draw(st.integers(0, num_blocks - 1))
+    if draw(st.booleans()):
+        mitigations["inheritance"] = True
+    if draw(st.booleans()):
+        mitigations["aging_s"] = draw(st.sampled_from([0.05, 0.5, 2.0]))
+    return {
+        "name": "prop",
+        "seed": draw(st.integers(0, 5)),
+        "duration_s": 10.0,
+        "drain_limit_s": 100_000.0,
+        "kv": {"num_blocks": num_blocks, "block_size": draw(st.sampled_from([1, 4, 16]))},
+        "cost": {"model": "fixed", "step_time_s": 0.01},
+        "scheduler": scheduler,
+        "classes": classes,
+        "mitigations": mitigations,
+    }
+
+
+def _run(data: dict):
+    return simulate(from_dict(data))
+
+
+# ---------------------------------------------------------------------------------------------
+# Invariants
+
+
+def check_invariants(data: dict, res) -> None:
+    sc = res.scenario
+    steps, req, waits = res.steps, res.requests, res.waits
+    names = sc.class_names
+    nb = data["kv"]["num_blocks"]
+    budget = sc.scheduler.max_num_batched_tokens
+    seqs = sc.scheduler.max_num_seqs
+    assert res.summary["kv_blocks"] == nb
+
+    # KV capacity at every step
+    assert (steps["kv_used"] <= nb).all()
+    assert (steps["kv_used"] >= 0).all()
+    assert (steps["kv_used"] + steps["kv_free"] == nb).all()
+    kv_cols = [f"kv_{c}" for c in names]
+    assert (steps[kv_cols].sum(axis=1) == steps["kv_used"]).all()
+
+    # token budget and max_num_seqs
+    assert (steps["prefill_tokens"] + steps["decode_tokens"] <= budget).all()
+    assert (steps["prefill_tokens"] >= 0).all() and (steps["decode_tokens"] >= 0).all()
+    assert (steps["batch_size"] <= seqs).all()
+    run_cols = [f"running_{c}" for c in names]
+    assert (steps[run_cols].sum(axis=1) <= seqs).all()
+    assert (steps[run_cols] >= 0).all().all()
+
+    # time moves forward, steps do not overlap within the (single) replica
+    t, dt = steps["t_s"].to_numpy(), steps["dt_s"].to_numpy()
+    assert np.all(dt > 0)
+    assert np.all(t[1:] >= t[:-1] + dt[:-1] - EPS)
+
+    # class caps
+    for c in names:
+        caps = sc.request_class(c).caps
+        if caps.max_kv_blocks is not None:
+            assert (steps[f"kv_{c}"] <= caps.max_kv_blocks).all(), c
+        if caps.max_running is not None:
+            assert (steps[f"running_{c}"] <= caps.max_running).all(), c
+
+    # top-priority KV reserve: the other classes share num_blocks - reserve
+    prios = {c: sc.request_class(c).priority for c in names}
+    top = min(prios.values())
+    others = [f"kv_{c}" for c in names if prios[c] != top]
+    if others and sc.mitigations.p0_kv_reserve:
+        assert (steps[others].sum(axis=1) <= nb - sc.mitigations.p0_kv_reserve).all()
+
+    # every request ends finished or rejected (the drain limit is huge)
+    status = req["status"].astype(str)
+    stuck = _pieces_behind_a_rejected_piece(req)
+    assert set(status[~stuck]) <= {"finished", "rejected"}, status.value_counts().to_dict()
+    rej = req[status == "rejected"]
+    assert (rej["reason"].str.len() > 0).all()
+    assert rej["first_scheduled_s"].isna().all()
+    fin = req[status == "finished"]
+    assert (fin["reason"] == "").all()
+    assert (fin["first_scheduled_s"] >= fin["arrival_s"] - EPS).all()
+    assert (fin["first_token_s"] >= fin["first_scheduled_s"] - EPS).all()
+    assert (fin["first_token_s"] >= fin["arrival_s"]).all()
+    assert (fin["finish_s"] >= fin["first_token_s"]).all()
+    assert (fin["ttft_s"] >= 0).all()
+    assert (fin["queue_wait_s"] >= -EPS).all()
+    # a request needs at least one step per output token after being scheduled
+    step_s = sc.cost.step_time_s
+    assert (fin["finish_s"] - fin["first_scheduled_s"] >= fin["output_tokens"] * step_s - 1e-6).all()
+
+    # token conservation: every computed token appears in exactly one step
+    # (prompt, every output token but the last, and whatever preemption made it recompute)
+    expected = int((fin["prompt_tokens"] + fin["output_tokens"] - 1 + fin["recomputed_tokens"]).sum())
+    assert int((steps["prefill_tokens"] + steps["decode_tokens"]).sum()) == expected
+
+    # prompt caps: no admitted piece exceeds its class's max_prompt_tokens
+    for c in names:
+        cap = sc.request_class(c).caps.max_prompt_tokens
+        if cap is not None:
+            mine = req[(req["class"] == c) & (status == "finished")]
+            assert (mine["prompt_tokens"] <= cap).all()
+
+    # inversion is a part of blocked time
+    assert (req["inversion_s"] <= req["blocked_s"] + EPS).all()
+    assert (req["inversion_s"] >= 0).all()
+
+    # wait segments: well-formed, and those of one request do not overlap
+    if len(waits):
+        assert (waits["end_s"] >= waits["start_s"] - EPS).all()
+        for _, g in waits.groupby("request"):
+            s = g.sort_values(["start_s", "end_s"])
+            assert np.all(s["start_s"].to_numpy()[1:] >= s["end_s"].to_numpy()[:-1] - EPS), g
+        w = waits.merge(req[["id", "arrival_s"]], left_on="request", right_on="id")
+        assert (w["start_s"] >= w["arrival_s"] - EPS).all()
+
+    # episodes lie within their request's blocked time
+    if len(res.episodes):
+        per = res.episodes.groupby("request")["duration_s"].sum()
+        assert np.all(per.to_numpy() <= req.set_index("id").loc[per.index, "inversion_s"].to_numpy() + 1e-6)
+
+
+def _pieces_behind_a_rejected_piece(req: pd.DataFrame) -> pd.Series:
+    """Follow-up pieces of a split request whose earlier piece was rejected at arrival.
+
+    Known engine bug (see test_workload.py::test_split_pieces_after_a_rejected_piece_are_not_left_pending):
+    such pieces are never released and end as `pending` with no reason. They are excluded here
+    so the other invariants keep being checked; the dedicated xfail test pins the bug.
+    """
+    out = pd.Series(False, index=req.index)
+    status = req["status"].astype(str)
+    for parent, g in req[req["parent"] >= 0].groupby("parent"):
+        g = g.sort_values("id")
+        rejected = (status[g.index] == "rejected").to_numpy()
+        if rejected.any():
+            first = int(np.argmax(rejected))
+            out[g.index[first + 1:]] = True
+    return out & (status == "pending")
+
+
+@PROPS
+@given(scenarios())
+def test_invariants_hold_for_random_workloads(data):
+    check_invariants(data, _run(data))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(scenarios())
+def test_same_scenario_gives_identical_frames(data):
+    a, b = _run(data), _run(data)
+    for name in ("requests", "steps", "waits", "episodes", "alerts"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+    sa, sb = dict(a.summary), dict(b.summary)
+    sa.pop("wall_time_s"), sb.pop("wall_time_s")
+    assert json.dumps(clean(sa)) == json.dumps(clean(sb))
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-made scenarios that pin the invariants to specific situations (so they cannot pass vacuously)
+
+
+def _two_class(policy: str, **mit) -> dict:
+    return {
+        "name": "two",
+        "duration_s": 10.0,
+        "kv": {"num_blocks": 20, "block_size": 4},
+        "cost": {"model": "fixed", "step_time_s": 0.01},
+        "scheduler": {"policy": policy, "max_num_batched_tokens": 32, "max_num_seqs": 4},
+        "classes": {
+            "P0": {"priority": 0, "arrival": {"process": "times", "times": [0.05, 0.06, 0.3]},
+                   "prompt": {"dist": "constant", "value": 30}, "output": {"dist": "constant", "value": 10}},
+            "P2": {"priority": 2, "arrival": {"process": "times", "times": [0.0, 0.01, 0.02, 0.03]},
+                   "prompt": {"dist": "constant", "value": 40}, "output": {"dist": "constant", "value": 30}},
+        },
+        "mitigations": mit,
+    }
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "priority", "backfill", "preempt"])
+def test_invariants_on_a_contended_two_class_run(policy):
+    data = _two_class(policy)
+    res = _run(data)
+    check_invariants(data, res)
+    # the run really is contended: KV fills up and P0 waits (or, with `preempt`, evicts P2)
+    assert res.steps["kv_used"].max() >= 15
+    if policy == "preempt":
+        assert res.summary["preemptions"] > 0
+    else:
+        assert res.requests.loc[res.requests["class"] == "P0", "blocked_s"].sum() > 0
+
+
+def test_kv_reserve_is_respected_under_pressure():
+    data = _two_class("fcfs", p0_kv_reserve=8)
+    data["classes"]["P2"]["prompt"]["value"] = 20  # 29 tokens: 8 of the 12 blocks P2 may use
+    data["classes"]["P2"]["output"]["value"] = 10
+    res = _run(data)
+    check_invariants(data, res)
+    # the non-top class is pushed right up to its share (20 - 8 blocks), and P0 uses the reserve
+    assert res.steps["kv_P2"].max() == 12
+    assert res.steps["kv_used"].max() > 12
+    assert (res.requests["status"] == "finished").all()
+
+
+def test_preempt_policy_preempts_and_accounts_recomputed_tokens():
+    data = _two_class("preempt")
+    res = _run(data)
+    check_invariants(data, res)
+    assert res.summary["preemptions"] > 0
+    assert res.requests["recomputed_tokens"].sum() > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism across processes
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "preempt"])
+def test_subprocess_run_matches_in_process_summary(tmp_path, policy):
+    data = _two_class(policy, p0_token_reserve=8, inheritance=True)
+    data["classes"]["P1"] = {
+        "priority": 1,
+        "arrival": {"process": "poisson", "rate": 20.0},
+        "prompt": {"dist": "lognormal", "median": 20, "p90": 60, "max": 70},
+        "output": {"dist": "uniform", "low": 1, "high": 20},
+    }
+    data["duration_s"] = 3.0
+    data["seed"] = 11
+    path = tmp_path / "sc.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "engine", "run", str(path), "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    theirs = json.loads(proc.stdout)
+    ours = json.loads(json.dumps(clean(_run(data).summary)))
+    theirs.pop("wall_time_s"), ours.pop("wall_time_s")
+    assert ours["classes"]["P1"]["n"] > 20  # the random class really drew a workload
+    assert theirs == ours
