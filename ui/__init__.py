@@ -1,0 +1,1 @@
+"""Streamlit dashboard helpers: codec, figures, text, sidebar, runs (engine stays UI-free)."""

@@ -1,0 +1,297 @@
+"""The one share-link codec: short URL parameters ⇄ the scenario's dotted keys.
+
+Every sidebar control is a `Param`: a short name (the URL parameter and the widget key), the dotted
+scenario key it writes, and the range its widget accepts. Values live in "widget units" (an
+optional cap is 0 for "none"; a prompt size is one integer). Only values that differ from the
+preset's are written to the URL or turned into overrides, so an untouched control never changes
+the scenario and a link stays short. Pure Python: no streamlit import, so it is unit-tested alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.presets import GPUS, MODELS
+from engine.scenario import Scenario, apply_overrides, from_dict, get_dotted, to_dict
+
+POLICIES = ("fcfs", "priority", "backfill", "preempt")
+PRESET_KEY = "preset"
+DEFAULT_PRESET = "default"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One control: URL name, scenario key, value kind and the range its widget accepts."""
+
+    short: str
+    dotted: str
+    kind: str  # "int" | "float" | "choice" | "bool"
+    label: str
+    lo: float = 0
+    hi: float = 0
+    step: float = 1
+    options: tuple[str, ...] = ()
+    none_at_zero: bool = False  # widget 0 ⇄ scenario None ("off", "no cap", "from memory")
+    scale: tuple[str, ...] = field(default=())  # dotted keys scaled by the same ratio (shape kept)
+    help: str = ""
+    section: str = "main"
+
+    def describe_range(self) -> str:
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.options)
+        if self.kind == "bool":
+            return "true or false"
+        return f"a number from {fmt_number(self.lo)} to {fmt_number(self.hi)}"
+
+
+def fmt_number(v: Any) -> str:
+    """Numbers as Streamlit writes them into the URL: 5.0 → "5", 0.25 → "0.25"."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return str(int(v))
+    return str(v)
+
+
+def _global_params(raw: dict) -> list[Param]:
+    gpu, model = get_dotted(raw, "hardware.gpu", "H100-80G"), get_dotted(raw, "model.name", "Llama-3-8B")
+    gpus = tuple(GPUS) + (() if gpu in GPUS else (gpu,))
+    models = tuple(MODELS) + (() if model in MODELS else (model,))
+    return [
+        Param("policy", "scheduler.policy", "choice", "Scheduling policy", options=POLICIES, section="sched",
+              help="fcfs and priority behave like vLLM v1; backfill skips a request that does not fit; "
+                   "preempt lets a blocked request evict lower-priority ones (vLLM v0 style)."),
+        Param("budget", "scheduler.max_num_batched_tokens", "int", "Token budget per step", 64, 65536, 512,
+              section="sched", help="max_num_batched_tokens: tokens one step may process (prefill + decode)."),
+        Param("seqs", "scheduler.max_num_seqs", "int", "Max running requests", 1, 4096, 16, section="sched",
+              help="max_num_seqs: at most this many requests run at once."),
+        Param("reserve", "mitigations.p0_token_reserve", "int", "Token reserve for the top priority", 0, 4096, 64,
+              section="mit", help="Tokens of every step's budget that only the most important class may use."),
+        Param("rmode", "mitigations.reserve_mode", "choice", "Reserve mode", options=("strict", "lendable"),
+              section="mit", help="strict: an unused reserve stays idle (costs throughput); "
+                                  "lendable: others may borrow it within the step."),
+        Param("kvres", "mitigations.p0_kv_reserve", "int", "KV reserve for the top priority (blocks)", 0, 1_000_000,
+              16, section="mit", help="KV blocks only the most important class may allocate."),
+        Param("inherit", "mitigations.inheritance", "bool", "Priority inheritance", section="mit",
+              help="While a top-priority request waits for KV, the requests holding it run first."),
+        Param("aging", "mitigations.aging_s", "float", "Aging: one level better every N s (0 = off)", 0, 100_000,
+              1.0, section="mit", help="A waiting request's priority improves by one level per N seconds."),
+        Param("pmode", "mitigations.preempt_mode", "choice", "Preemption mode", options=("recompute", "swap"),
+              section="mit", help="recompute drops the victim's KV (progress lost); swap copies it to host memory."),
+        Param("alert", "mitigations.alert_after_s", "float", "Alert when a top request waits (s, 0 = off)", 0,
+              100_000, 0.5, none_at_zero=True, section="mit",
+              help="Record an alert with the holders when a top-priority request waits this long."),
+        Param("gpu", "hardware.gpu", "choice", "GPU", options=gpus, section="hw"),
+        Param("model", "model.name", "choice", "Model", options=models, section="hw"),
+        Param("tp", "hardware.num_gpus", "int", "GPUs per replica (tensor parallel)", 1, 8, 1, section="hw"),
+        Param("blocks", "kv.num_blocks", "int", "KV blocks override (0 = from memory)", 0, 10_000_000, 256,
+              none_at_zero=True, section="hw", help="Set the KV cache size directly instead of from GPU memory."),
+        Param("seed", "seed", "int", "Seed", 0, 2**32 - 1, 1, section="run"),
+        Param("dur", "duration_s", "float", "Arrivals for (s)", 1, 100_000, 10.0, section="run"),
+        Param("util", "hardware.gpu_memory_utilization", "float", "GPU memory utilization", 0.1, 1.0, 0.01,
+              section="adv"),
+        Param("bs", "kv.block_size", "int", "KV block size (tokens)", 1, 1024, 16, section="adv"),
+        Param("lpt", "scheduler.long_prefill_token_threshold", "int", "Long-prefill chunk limit (0 = off)", 0,
+              1_048_576, 256, section="adv"),
+        Param("wm", "scheduler.watermark", "float", "KV watermark (fraction kept free)", 0.0, 0.5, 0.01,
+              section="adv"),
+        Param("hostbw", "mitigations.host_bandwidth_gbs", "float", "Host link for swap (GB/s)", 1, 10_000, 1.0,
+              section="adv"),
+        Param("reps", "replicas.count", "int", "Replicas", 1, 16, 1, section="adv"),
+        Param("routing", "replicas.routing", "choice", "Routing", options=("shared", "pinned"), section="adv",
+              help="shared: any replica; pinned: each class to its replicas.pin list."),
+    ]
+
+
+def _length_param(short: str, base: str, spec: dict | None, label: str, section: str) -> Param | None:
+    """A prompt/output size control: the constant value, or a lognormal's median (shape kept)."""
+    spec = spec or {}
+    dist = spec.get("dist", "constant")
+    if dist == "constant":
+        return Param(short, f"{base}.value", "int", label, 1, 10_000_000, 100, section=section)
+    if dist == "lognormal":
+        scale = tuple(f"{base}.{k}" for k in ("p90", "max") if k in spec)
+        return Param(short, f"{base}.median", "int", label + " (median)", 1, 10_000_000, 100, scale=scale,
+                     section=section, help="The median; p90 and max scale with it, so the shape is kept.")
+    return None
+
+
+def class_names(raw: dict) -> list[str]:
+    classes = raw.get("classes") or {}
+    return sorted(classes, key=lambda n: ((classes[n] or {}).get("priority", 0), n))
+
+
+def _class_params(raw: dict) -> list[Param]:
+    out: list[Param] = []
+    if raw.get("trace"):
+        return out  # a trace drives arrivals and lengths; caps still apply below
+    for name in class_names(raw):
+        spec, c, sec = raw["classes"][name] or {}, name.lower(), f"class:{name}"
+        if (spec.get("arrival") or {}).get("process", "poisson") in ("poisson", "gamma", "on_off"):
+            out.append(Param(f"{c}_rate", f"classes.{name}.arrival.rate", "float", "Arrival rate (req/s)", 0,
+                             10_000, 0.05, section=sec))
+        for part, label in (("prompt", "Prompt tokens"), ("output", "Output tokens")):
+            p = _length_param(f"{c}_{part[:3]}", f"classes.{name}.{part}", spec.get(part), label, sec)
+            if p:
+                out.append(p)
+    return out
+
+
+def _cap_params(raw: dict) -> list[Param]:
+    out: list[Param] = []
+    for name in class_names(raw):
+        c, sec, base = name.lower(), f"class:{name}", f"classes.{name}.caps"
+        out += [
+            Param(f"{c}_cap", f"{base}.max_prompt_tokens", "int", "Prompt cap (0 = none)", 0, 10_000_000, 512,
+                  none_at_zero=True, section=sec),
+            Param(f"{c}_over", f"{base}.over_cap", "choice", "Over the cap", options=("reject", "split"), section=sec),
+            Param(f"{c}_run", f"{base}.max_running", "int", "Max running (0 = none)", 0, 65536, 1,
+                  none_at_zero=True, section=sec),
+            Param(f"{c}_kvcap", f"{base}.max_kv_blocks", "int", "Max KV blocks (0 = none)", 0, 10_000_000, 64,
+                  none_at_zero=True, section=sec),
+        ]
+    return out
+
+
+def params_for(raw: dict) -> list[Param]:
+    """The control table for a preset (class controls depend on its classes)."""
+    return _global_params(raw) + _class_params(raw) + _cap_params(raw)
+
+
+def _widget_value(p: Param, data: dict) -> Any:
+    """The scenario's value for `p` in widget units, filling schema defaults."""
+    v = get_dotted(data, p.dotted)
+    if v is None:
+        if p.none_at_zero:
+            return 0 if p.kind == "int" else 0.0
+        raise KeyError(p.dotted)
+    if p.kind == "int":
+        return int(round(v))
+    if p.kind == "float":
+        return float(v)
+    if p.kind == "bool":
+        return bool(v)
+    return str(v)
+
+
+def values_of(p_table: list[Param], data: dict) -> dict[str, Any]:
+    """Widget values of every control for a full scenario mapping (`to_dict` of a Scenario)."""
+    return {p.short: _widget_value(p, data) for p in p_table}
+
+
+def preset_values(raw: dict) -> dict[str, Any]:
+    """The widget defaults for a preset: its values, with schema defaults for unset keys."""
+    full = to_dict(from_dict(raw))
+    return values_of(params_for(raw), full)
+
+
+def widened(p: Param, default: Any) -> Param:
+    """The param with its range widened to include the preset's own value (never reject a preset)."""
+    if p.kind in ("int", "float") and not (p.lo <= default <= p.hi):
+        from dataclasses import replace
+
+        return replace(p, lo=min(p.lo, default), hi=max(p.hi, default))
+    return p
+
+
+def parse(p: Param, text: str) -> Any:
+    """A URL string → widget value; ValueError if malformed or out of range."""
+    text = text.strip()
+    if p.kind == "choice":
+        if text not in p.options:
+            raise ValueError
+        return text
+    if p.kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ValueError
+        return text.lower() == "true"
+    num = float(text)
+    if not math.isfinite(num) or not (p.lo <= num <= p.hi):
+        raise ValueError
+    if p.kind == "int":
+        if num != int(num):
+            raise ValueError
+        return int(num)
+    return num
+
+
+def decode(query: dict[str, Any], raw: dict, presets: list[str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """URL params → {short: widget value} for the valid ones, and one message per bad one.
+
+    Bad ones (unknown name, malformed or out-of-range value) are left out, so the control keeps
+    the preset's value — which is also what Streamlit's bound widgets do with them.
+    """
+    table = {p.short: p for p in params_for(raw)}
+    defaults = preset_values(raw)
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, val in query.items():
+        text = val[-1] if isinstance(val, list) else str(val)
+        if key == PRESET_KEY:
+            if presets is not None and text not in presets:
+                problems.append(f"`preset={text}` is not a shipped scenario (use one of {', '.join(presets)}); "
+                                f"using `{DEFAULT_PRESET}`")
+            continue
+        p = table.get(key)
+        if p is None:
+            problems.append(f"`{key}` is not a setting of this scenario; ignored")
+            continue
+        p = widened(p, defaults[key])
+        try:
+            values[key] = parse(p, text)
+        except ValueError:
+            problems.append(f"`{key}={text}` is not valid for {p.label} ({p.describe_range()}); "
+                            f"using the preset's value {fmt_number(defaults[key])}")
+    return values, problems
+
+
+def changed(values: dict[str, Any], raw: dict) -> dict[str, Any]:
+    """Only the values that differ from the preset's (what goes into the URL)."""
+    defaults = preset_values(raw)
+    return {k: v for k, v in values.items() if k in defaults and v != defaults[k]}
+
+
+def encode(values: dict[str, Any], raw: dict, preset: str) -> dict[str, str]:
+    """{short: text} for a share link: the preset (unless default) and changed values only."""
+    out = {PRESET_KEY: preset} if preset != DEFAULT_PRESET else {}
+    out.update({k: fmt_number(v) for k, v in changed(values, raw).items()})
+    return out
+
+
+def overrides(values: dict[str, Any], raw: dict) -> dict[str, Any]:
+    """Changed widget values → dotted scenario overrides (with scaled companions)."""
+    table = {p.short: p for p in params_for(raw)}
+    defaults = preset_values(raw)
+    full = to_dict(from_dict(raw))
+    out: dict[str, Any] = {}
+    for key, v in changed(values, raw).items():
+        p = table[key]
+        if p.none_at_zero and v == 0:
+            out[p.dotted] = None
+            continue
+        out[p.dotted] = v
+        if p.scale and defaults[key]:
+            ratio = v / defaults[key]
+            for dotted in p.scale:
+                old = get_dotted(full, dotted)
+                new = old * ratio
+                out[dotted] = min(int(math.ceil(new)), 10_000_000) if isinstance(old, int) else new
+    return out
+
+
+def scenario(raw: dict, values: dict[str, Any]) -> Scenario:
+    """The scenario the controls describe (raises ScenarioError if the combination is invalid)."""
+    return from_dict(apply_overrides(raw, overrides(values, raw)))
+
+
+def values_from_scenario(sc: Scenario, raw: dict) -> dict[str, Any]:
+    """Widget values that describe `sc` relative to a preset (inverse of `scenario` for its keys)."""
+    return values_of(params_for(raw), to_dict(sc))
+
+
+def query_string(params: dict[str, str]) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode(params)

@@ -1,0 +1,20 @@
+"""Small streamlit layout helpers shared by pages (metric grids, headers)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .sidebar import Lab
+from .text import Kpi, plain
+
+
+def header(lab: Lab, title: str, subtitle: str) -> None:
+    st.title(title)
+    name = lab.scenario.title or lab.scenario.name
+    st.caption(f"{subtitle} · Scenario: {plain(name)}")
+
+
+def kpi_row(kpis: list[Kpi], cols: int | None = None) -> None:
+    columns = st.columns(cols or len(kpis))
+    for col, k in zip(columns, kpis):
+        col.metric(k.label, k.value, k.delta, delta_color=k.delta_color if k.delta else "off", border=True)

@@ -1,0 +1,201 @@
+"""Numbers → words: KPI formatting, the "what happened" paragraph, a request's story.
+
+Pure functions over the summary dict and result frames. Anything that came from a user (names,
+descriptions) goes through `plain()` so markdown cannot inject links, images or formatting.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from engine.reasons import EXPLAIN, Reason
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def plain(text: str) -> str:
+    """User text made inert for st.markdown (every markdown/HTML character escaped)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def seconds(x: float | None) -> str:
+    """TTFT-style seconds, 3 decimals (the precision the share-link test compares)."""
+    return "–" if x is None else f"{x:.3f} s"
+
+
+def millis(x: float | None) -> str:
+    return "–" if x is None else f"{x * 1000:.1f} ms"
+
+
+def percent(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
+@dataclass(frozen=True)
+class Kpi:
+    """One metric card: label, shown value, delta text vs baseline (None = no delta), colour rule."""
+
+    label: str
+    value: str
+    delta: str | None
+    delta_color: str  # "inverse" when lower is better
+
+
+def _delta(cur: float | None, base: float | None, fmt) -> str | None:
+    if cur is None or base is None:
+        return None
+    d = cur - base
+    sign = "+" if d >= 0 else "−"
+    return f"{sign}{fmt(abs(d))}"
+
+
+KPI_FIELDS = [
+    ("ttft_p50", "P50 TTFT", seconds, "inverse"),
+    ("ttft_p99", "P99 TTFT", seconds, "inverse"),
+    ("tpot_p99", "P99 TPOT", millis, "inverse"),
+    ("slo_attainment", "SLO met", percent, "normal"),
+    ("inversion_s", "Inversion time", lambda x: f"{x:.1f} s", "inverse"),
+    ("blocked_s", "Blocked time", lambda x: f"{x:.1f} s", "inverse"),
+]
+
+
+def class_kpis(name: str, cur: dict, base: dict | None) -> list[Kpi]:
+    """The metric cards of one class; `base` is the baseline's class summary (or None)."""
+    out = []
+    for key, label, fmt, color in KPI_FIELDS:
+        v = cur.get(key)
+        d = _delta(v, base.get(key), fmt) if base is not None else None
+        if key == "slo_attainment" and d is not None:
+            d = f"{(v - base[key]) * 100:+.0f} pts"
+        out.append(Kpi(f"{name} · {label}", fmt(v) if v is not None else "–", d, color))
+    return out
+
+
+def system_kpis(cur: dict, base: dict | None) -> list[Kpi]:
+    rows = [("throughput_tok_s", "Throughput", lambda x: f"{x:,.0f} tok/s", "normal"),
+            ("batch_fill", "Batch fill", percent, "normal"),
+            ("kv_util_mean", "Mean KV use", percent, "normal"),
+            ("preemptions", "Preemptions", lambda x: f"{x:,}", "inverse")]
+    out = []
+    for key, label, fmt, color in rows:
+        v = cur[key]
+        d = None
+        if base is not None:
+            d = f"{(v - base[key]) * 100:+.0f} pts" if fmt is percent else _delta(v, base[key], fmt)
+        out.append(Kpi(label, fmt(v), d, color))
+    return out
+
+
+def top_reasons(waits: pd.DataFrame, priority: int, n: int = 3) -> list[tuple[str, float]]:
+    """(reason, seconds) for the top-priority class, most time first."""
+    w = waits[waits["priority"] == priority]
+    if not len(w):
+        return []
+    s = w.groupby("reason", observed=True)["duration_s"].sum().sort_values(ascending=False)
+    return [(str(k), float(v)) for k, v in s.head(n).items() if v > 0]
+
+
+def top_holder_classes(waits: pd.DataFrame, priority: int) -> list[tuple[str, float]]:
+    """Classes of the KV holders the top-priority class waited on, weighted by wait seconds."""
+    w = waits[(waits["priority"] == priority) & (waits["holders"].astype(str) != "")]
+    acc: dict[str, float] = {}
+    for holders, dur in zip(w["holders"].astype(str), w["duration_s"]):
+        first = holders.split()[0].split(":")
+        if len(first) >= 2:
+            acc[first[1]] = acc.get(first[1], 0.0) + float(dur)
+    return sorted(acc.items(), key=lambda kv: -kv[1])
+
+
+def _reason_phrase(label: str) -> str:
+    try:
+        return EXPLAIN[Reason[label.upper()]]
+    except KeyError:
+        return label
+
+
+def what_happened(summary: dict, waits: pd.DataFrame, base: dict | None = None) -> str:
+    """A short markdown paragraph: who waited, why, and on whom."""
+    classes = summary["classes"]
+    if not classes:
+        return "No requests were simulated."
+    top, c = next(iter(classes.items()))
+    parts = [f"**{plain(top)}** (the most important class, priority {c['priority']}) sent {c['n']} requests; "
+             f"P99 time to first token was **{seconds(c['ttft_p99'])}**"]
+    if c["slo_attainment"] is not None:
+        parts[-1] += f" and {percent(c['slo_attainment'])} met their SLO"
+    parts[-1] += "."
+    if base is not None and base["classes"].get(top, {}).get("ttft_p99") is not None and c["ttft_p99"] is not None:
+        b = base["classes"][top]["ttft_p99"]
+        verb = "down from" if c["ttft_p99"] < b else "up from" if c["ttft_p99"] > b else "the same as"
+        parts.append(f"That is {verb} {seconds(b)} without the mitigations.")
+    if c["blocked_s"] > 0:
+        reasons = top_reasons(waits, c["priority"])
+        if reasons:
+            why = "; ".join(f"{r.replace('_', ' ')} {s:.1f} s ({_reason_phrase(r)})" for r, s in reasons)
+            parts.append(f"Its requests spent {c['blocked_s']:.1f} s blocked in total. Top reasons: {why}.")
+        holders = top_holder_classes(waits, c["priority"])
+        if holders:
+            share = sum(s for _, s in holders)
+            who = ", ".join(f"{plain(k)} ({s / share:.0%})" for k, s in holders[:3])
+            parts.append(f"When short of KV, the biggest holder belonged to: {who}.")
+        if c["inversion_s"] > 0:
+            parts.append(f"{c['inverted_requests']} of its requests saw lower-priority requests admitted while "
+                         f"they waited (priority inversion, {c['inversion_s']:.1f} s in total).")
+        else:
+            parts.append("No lower-priority request was admitted while it waited (no inversion).")
+    else:
+        parts.append("Its requests never waited.")
+    if summary["rejected"]:
+        parts.append(f"{summary['rejected']} requests were rejected by a cap.")
+    if summary["reserve_idle_token_frac"] > 0.001:
+        parts.append(f"The strict reserve left {percent(summary['reserve_idle_token_frac'])} of the token budget idle.")
+    return " ".join(parts)
+
+
+def request_story(req: pd.Series, waits: pd.DataFrame) -> list[str]:
+    """One sentence per step of a request's life, in time order (markdown)."""
+    rid = int(req["id"])
+    lines = [f"t = {req['arrival_s']:.2f} s: request #{rid} ({plain(req['class'])}, priority {req['priority']}) "
+             f"arrives with {req['prompt_tokens']:,} prompt tokens and will write {req['output_tokens']:,}."]
+    if req["status"] == "rejected":
+        lines.append(f"It is rejected: {plain(req['reason'] or 'over a cap')}.")
+        return lines
+    for w in waits[waits["request"] == rid].sort_values("start_s").itertuples(index=False):
+        s = f"t = {w.start_s:.2f}–{w.end_s:.2f} s ({w.duration_s:.2f} s): waits — {_reason_phrase(str(w.reason))}"
+        if w.need_blocks >= 0:
+            s += f"; needs {w.need_blocks} blocks, {w.free_blocks} free"
+        if isinstance(w.holders, str) and w.holders:
+            s += "; biggest holders " + ", ".join(
+                "#{} {} ({} blocks)".format(*(h.split(":") + ["", ""])[:3]) for h in w.holders.split()[:3])
+        if w.eta_s == w.eta_s:
+            s += f"; enough blocks expected in ~{w.eta_s:.1f} s"
+        lines.append(s + ".")
+    if pd.notna(req["first_token_s"]):
+        lines.append(f"t = {req['first_token_s']:.2f} s: first token (TTFT {req['ttft_s']:.3f} s).")
+    if req["preemptions"]:
+        lines.append(f"It was preempted {req['preemptions']} time(s), recomputing {req['recomputed_tokens']:,} tokens.")
+    if pd.notna(req["finish_s"]):
+        lines.append(f"t = {req['finish_s']:.2f} s: finished (end to end {req['e2e_s']:.2f} s).")
+    else:
+        lines.append("It did not finish before the run ended.")
+    if req["inversion_s"] > 0:
+        lines.append(f"Inversion: {req['inversion_s']:.2f} s in {req['inversion_episodes']} episode(s) while "
+                     "lower-priority requests were admitted.")
+    return lines
+
+
+def summary_table(summaries: dict[str, dict]) -> pd.DataFrame:
+    """Side-by-side KPI table: rows = metric, columns = configuration."""
+    rows: dict[str, dict[str, str]] = {}
+    for label, s in summaries.items():
+        for name, c in s["classes"].items():
+            for key, title, fmt, _ in KPI_FIELDS:
+                v = c.get(key)
+                rows.setdefault(f"{name} {title}", {})[label] = fmt(v) if v is not None else "–"
+        rows.setdefault("Throughput", {})[label] = f"{s['throughput_tok_s']:,.0f} tok/s"
+        rows.setdefault("Batch fill", {})[label] = percent(s["batch_fill"])
+        rows.setdefault("Rejected", {})[label] = f"{s['rejected']}"
+    return pd.DataFrame(rows).T
