@@ -30,6 +30,7 @@ class KVPool:
         self.used_cls = np.zeros(len(class_caps), np.int64)
         self.used = 0
         self.used_other = 0  # blocks held by classes that are not top priority
+        self.capped = bool(np.any(self.class_caps < UNLIMITED))
 
     def blocks(self, tokens):
         """Blocks needed to hold `tokens` tokens: ceil(tokens / block_size)."""
@@ -68,9 +69,10 @@ class KVPool:
             return True
         if total > self.capacity - self.used:
             return False
-        other = ~self.class_is_top[cls]
-        if self.reserve and int(need[other].sum()) > self.capacity - self.reserve - self.used_other:
+        if self.reserve and int(need[~self.class_is_top[cls]].sum()) > self.capacity - self.reserve - self.used_other:
             return False
+        if not self.capped:
+            return True
         per_cls = np.bincount(cls, weights=need, minlength=len(self.used_cls))
         return bool(np.all(per_cls <= self.class_caps - self.used_cls))
 
@@ -82,6 +84,8 @@ class KVPool:
             self.used_other += n
 
     def grow_batch(self, ids: np.ndarray, cls: np.ndarray, need: np.ndarray) -> None:
+        if not need.any():
+            return
         self.held[ids] += need
         self.used_cls += np.bincount(cls, weights=need, minlength=len(self.used_cls)).astype(np.int64)
         total = int(need.sum())

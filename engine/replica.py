@@ -79,9 +79,10 @@ class Replica:
                 self.log.enter(v, now)
             self.dt = self._step_time(step)
             self.log.observe(self, self.k, now, self.dt, step)
+            during = (self.pool.used, self.pool.used_cls.copy(), sched.n_running_cls.copy())
             yield env.timeout(self.dt)
             finished = sched.complete(step, env.now)
-            self._record(now, step)
+            self._record(now, step, *during)
             self.k += 1
             for i in finished:
                 self.on_finish(i, env.now)
@@ -92,15 +93,16 @@ class Replica:
         attn = float(np.dot(tok, ctx) + 0.5 * np.dot(tok, tok))
         return self.cost(int(tok.sum()), attn, int(ctx.sum())) + step.swap_s
 
-    def _record(self, now: float, step: Step) -> None:
+    def _record(self, now: float, step: Step, kv_used: int, kv_cls: np.ndarray, running: np.ndarray) -> None:
+        """One row per step; KV and running counts are those during the step (before it finished)."""
         rs, tok = self.rs, step.tokens
         decode = int(tok[step.context >= rs.prompt[step.ids]].sum()) if len(tok) else 0
         n_cls = len(self.pool.used_cls)
         waiting = np.bincount(rs.cls[step.waiting], minlength=n_cls) if len(step.waiting) else np.zeros(n_cls, np.int64)
         self.steps.add(
             (self.index, now, self.dt, int(tok.sum()) - decode, decode, len(tok), len(step.admitted),
-             len(step.preempted), self.pool.used, self.pool.capacity - self.pool.used, step.reserve_idle),
-            self.sched.n_running_cls, waiting, self.pool.used_cls,
+             len(step.preempted), kv_used, self.pool.capacity - kv_used, step.reserve_idle),
+            running, waiting, kv_cls,
         )
 
     # -- observability --------------------------------------------------------------------

@@ -330,13 +330,30 @@ def resolve_path(name_or_path: str) -> Path:
     raise ScenarioError(f"no scenario {name_or_path!r}: use one of {', '.join(scenario_names())} or a .yaml path")
 
 
-def load_raw(name_or_path: str) -> dict[str, Any]:
-    """The scenario's plain data, with a relative `trace.path` made relative to the file."""
+def load_raw(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The scenario's plain data, with relative file paths made relative to the file.
+
+    A file may start from another scenario with `base: NAME` and override only what differs
+    (the remedy scenarios do this, so they share the exact traffic of `classic-inversion`).
+    """
     path = resolve_path(name_or_path)
     data = read_yaml(path)
-    data.setdefault("name", path.stem)
     _anchor_paths(data, path.parent)
+    base = data.pop("base", None)
+    if base is not None:
+        if not isinstance(base, str) or base in _seen or len(_seen) > 8:
+            raise ScenarioError(f"{path.name}: `base` must name another scenario (no cycles)")
+        data = merge(load_raw(base, (*_seen, path.stem)), data)
+    data["name"] = data.get("name") or path.stem
     return data
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge key by key, anything else in `over` replaces."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
 
 
 def _anchor_paths(data: dict[str, Any], base: Path) -> None:

@@ -63,6 +63,50 @@ class Step:
     reserve_idle: int = 0
 
 
+_EMPTY = np.empty(0, np.int64)
+_NO_REASONS = np.empty(0, np.int8)
+
+
+def _give(pool: int, want: np.ndarray) -> np.ndarray:
+    """Sequential `min(want_i, what is left)` over the list, as one vectorised expression."""
+    before = np.cumsum(want) - want
+    return np.minimum(want, np.maximum(pool - before, 0))
+
+
+class Batch:
+    """Tokens given out this step: one vectorised block (Phase A) plus single additions."""
+
+    def __init__(self):
+        self.ids = self.tokens = self.from_reserve = _EMPTY
+        self.extra: dict[int, tuple[int, int]] = {}
+
+    def set_block(self, ids: np.ndarray, tokens: np.ndarray, from_reserve: np.ndarray) -> None:
+        self.ids, self.tokens, self.from_reserve = ids, tokens, from_reserve
+
+    def add(self, i: int, n: int, r: int) -> None:
+        self.extra[i] = (n, r)
+
+    def pop(self, i: int) -> tuple[int, int] | None:
+        """Take back what request i was given (it is being evicted)."""
+        if i in self.extra:
+            return self.extra.pop(i)
+        hit = np.flatnonzero(self.ids == i)
+        if not hit.size:
+            return None
+        j = int(hit[0])
+        given = (int(self.tokens[j]), int(self.from_reserve[j]))
+        keep = self.ids != i
+        self.ids, self.tokens, self.from_reserve = self.ids[keep], self.tokens[keep], self.from_reserve[keep]
+        return given
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.extra:
+            return self.ids, self.tokens
+        ids = np.fromiter(self.extra, np.int64, len(self.extra))
+        tok = np.fromiter((v[0] for v in self.extra.values()), np.int64, len(self.extra))
+        return np.concatenate([self.ids, ids]), np.concatenate([self.tokens, tok])
+
+
 class Scheduler:
     def __init__(self, rs: Requests, pool: KVPool, policy: Policy, limits: Limits):
         self.rs, self.pool, self.policy, self.lim = rs, pool, policy, limits
@@ -71,7 +115,6 @@ class Scheduler:
         self.evicted: set[int] = set()
         self.n_running_cls = np.zeros(len(pool.used_cls), np.int64)
         self._counter = 0
-        self.top_blocked = False
 
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
@@ -102,16 +145,18 @@ class Scheduler:
         rs, lim = self.rs, self.lim
         if lim.aging_s > 0 and self.policy.by_priority and self.queue:
             self.queue.rekey(lambda i: self._aged_key(i, now))
-        if lim.inheritance and self.top_blocked:
+        if lim.inheritance and self._top_blocked_on_kv():
             self._boost_holders()
-        self.sched: dict[int, list[int]] = {}  # id -> [tokens, of which from the reserve]
+        self.batch = Batch()
         self.swap_s = 0.0
         self.evicted_now: list[int] = []
         self.rem_r = self._reserve_now()
         self.rem_s = lim.budget - self.rem_r
         preempted, cause = self._schedule_running(now)
         admitted: list[int] = []
-        if preempted:
+        if not self.queue:
+            order, reasons, detail, blocker = _EMPTY, _NO_REASONS, {}, -1
+        elif preempted:
             order = np.array(self.queue.ids(), dtype=np.int64)
             reasons = np.full(len(order), cause, np.int8)
             detail, blocker = {}, -1
@@ -119,10 +164,7 @@ class Scheduler:
             order, reasons, detail, blocker, admitted = self._schedule_waiting(now, preempted)
         if self.evicted and len(order):
             reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
-        on_kv = np.isin(reasons, (Reason.KV_SHORT, Reason.RESERVE, Reason.HEAD_OF_LINE))
-        self.top_blocked = bool(np.any(rs.is_top[order] & on_kv))
-        ids = np.fromiter(self.sched, np.int64, len(self.sched))
-        tokens = np.fromiter((v[0] for v in self.sched.values()), np.int64, len(self.sched))
+        ids, tokens = self.batch.arrays()
         idle = self.rem_r if (self.rem_r and self.rem_s == 0 and not lim.reserve_lendable) else 0
         return Step(ids, tokens, rs.computed[ids].copy(), admitted, self.evicted_now, order, reasons, detail,
                     blocker, self.swap_s, int(idle))
@@ -142,6 +184,12 @@ class Scheduler:
         waiting_top = any(rs.is_top[i] for i in self.queue.ids())
         prefilling_top = any(rs.is_top[i] and rs.computed[i] < rs.prompt[i] for i in self.running)
         return lim.token_reserve if (waiting_top or prefilling_top) else 0
+
+    def _top_blocked_on_kv(self) -> bool:
+        """Is a waiting top-priority request unable to fit its whole sequence in free KV now?"""
+        rs, pool = self.rs, self.pool
+        return any(rs.is_top[i] and pool.shortfall(int(rs.cls[i]), int(pool.blocks(rs.seq_len(i))))
+                   for i in self.queue.ids())
 
     def _boost_holders(self) -> None:
         """Priority inheritance: lower-priority KV holders move to the front of the running order."""
@@ -167,19 +215,17 @@ class Scheduler:
             pool.grow_batch(ids, rs.cls[ids], grow)
             self.rem_r -= int(from_r.sum())
             self.rem_s -= int(from_s.sum())
-            for i, a, r in zip(ids[alloc > 0].tolist(), alloc[alloc > 0].tolist(), from_r[alloc > 0].tolist()):
-                self.sched[i] = [a, r]
+            got = alloc > 0
+            self.batch.set_block(ids[got], alloc[got], from_r[got])
             return [], Reason.NONE
         return self._schedule_running_exact(now)
 
     def _split(self, need: np.ndarray, top: np.ndarray):
         """Budget per request in list order: the top class draws from the reserve first."""
         if self.rem_r == 0:
-            return np.zeros_like(need), np.clip(self.rem_s - (np.cumsum(need) - need), 0, need)
-        rt = np.where(top, need, 0)
-        from_r = np.clip(self.rem_r - (np.cumsum(rt) - rt), 0, rt)
-        rest = need - from_r
-        return from_r, np.clip(self.rem_s - (np.cumsum(rest) - rest), 0, rest)
+            return np.zeros(len(need), np.int64), _give(self.rem_s, need)
+        from_r = _give(self.rem_r, np.where(top, need, 0))
+        return from_r, _give(self.rem_s, need - from_r)
 
     def _schedule_running_exact(self, now: float) -> tuple[list[int], Reason]:
         """The sequential vLLM loop, used when some growth does not fit (preemption)."""
@@ -232,12 +278,12 @@ class Scheduler:
         r = min(n, self.rem_r) if self.rs.is_top[i] else 0
         self.rem_r -= r
         self.rem_s -= n - r
-        self.sched[i] = [n, r]
+        self.batch.add(i, n, r)
 
     def _evict(self, v: int, now: float) -> None:
         """Preempt a running request: free its blocks; recompute (progress lost) or swap."""
         rs, pool = self.rs, self.pool
-        given = self.sched.pop(v, None)
+        given = self.batch.pop(v)
         if given is not None:
             self.rem_r += given[1]
             self.rem_s += given[0] - given[1]
@@ -402,9 +448,3 @@ class Scheduler:
         if fin:
             self.running = [i for i in self.running if rs.status[i] == RUNNING]
         return fin
-
-    def drop_all(self, why: str) -> None:
-        """End of the run: whatever is still queued or running is reported, not dropped."""
-        for i in self.queue.ids() + self.running:
-            if self.rs.status[i] != REJECTED:
-                self.rs.reason[i] = why

@@ -1,0 +1,35 @@
+"""Shared fixtures: tiny hand-built workloads run through the public trace path."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import from_dict, simulate
+from engine.scenario import apply_overrides
+
+
+@pytest.fixture
+def simulate_case(tmp_path):
+    """Run explicit requests: case = {class: (priority, [(arrival_s, prompt, output), ...])}.
+
+    The requests are written as a simulator-format trace with a `class` column, so the test goes
+    through the same public path a user's trace does.
+    """
+
+    def run(case: dict, *, blocks: int = 10, block_size: int = 4, budget: int = 100,
+            policy: str = "fcfs", max_seqs: int = 8, overrides: dict | None = None):
+        rows = ["arrived_at,num_prefill_tokens,num_decode_tokens,class"]
+        rows += [f"{t},{p},{o},{name}" for name, (_, reqs) in case.items() for t, p, o in reqs]
+        path = tmp_path / "case.csv"
+        path.write_text("\n".join(rows) + "\n")
+        data = {
+            "duration_s": 50,
+            "kv": {"num_blocks": blocks, "block_size": block_size},
+            "cost": {"model": "fixed", "step_time_s": 1.0},
+            "scheduler": {"policy": policy, "max_num_batched_tokens": budget, "max_num_seqs": max_seqs},
+            "classes": {name: {"priority": prio, "arrival": {"rate": 0}} for name, (prio, _) in case.items()},
+            "trace": {"path": str(path), "assign": {"by": "column"}},
+        }
+        return simulate(from_dict(apply_overrides(data, overrides or {})))
+
+    return run
