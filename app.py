@@ -19,9 +19,4 @@ PAGES = [
     st.Page("pages/memory.py", title="GPU & memory", icon=":material/memory:", url_path="memory"),
 ]
 
-page = st.navigation(PAGES, position="top")
-lab = sidebar.render()
-if lab.problems:
-    st.warning("**Some settings from the link were not used:**\n\n" + "\n".join(f"- {p}" for p in lab.problems),
-               icon=":material/link_off:")
-page.run()
+sidebar.run_page(st.navigation(PAGES, position="top"))

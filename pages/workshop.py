@@ -1,2 +1,40 @@
+"""Workshop: ordered lessons — read, predict, run, compare with what the engine says."""
+
 import streamlit as st
-st.title("todo")
+
+from ui import layout, lessons, runs
+from ui.sidebar import current, load_scenario
+
+lab = current()
+layout.header(lab, "Workshop", "Six short lessons on priority inversion in LLM serving")
+items, broken = lessons.safe_lessons()
+for b in broken:
+    st.warning(f"A lesson file could not be loaded: {b}", icon=":material/error:")
+
+for tab, (n, lesson) in zip(st.tabs([f"{i}. {l.title}" for i, l in enumerate(items, 1)]), enumerate(items, 1)):
+    with tab:
+        st.subheader(f"{n}. {lesson.title}")
+        st.markdown(lesson.body)
+        with st.container(border=True):
+            guess = st.radio(f"**Predict:** {lesson.question}", lesson.options, index=None, key=f"ws_q_{lesson.slug}")
+            ran = st.session_state.get(f"ws_ran_{lesson.slug}", False)
+            c1, c2 = st.columns(2)
+            if c1.button("Run", key=f"ws_run_{lesson.slug}", icon=":material/play_arrow:", type="primary",
+                         width="stretch", disabled=guess is None and not ran,
+                         help="Make a prediction first" if guess is None else None):
+                st.session_state[f"ws_ran_{lesson.slug}"] = ran = True
+            c2.button("Load this scenario", key=f"ws_load_{lesson.slug}", icon=":material/input:", width="stretch",
+                      on_click=load_scenario, args=(lesson.scenario, lesson.load_values()),
+                      help="Sets the sidebar to this lesson's last configuration, to explore further")
+        if ran:
+            results = [runs.result(sc) for sc in lesson.scenarios()]
+            right = lesson.options[lesson.answer]
+            if guess == right:
+                st.success(f"Your prediction matches the simulation: **{right}**", icon=":material/check_circle:")
+            else:
+                st.info(f"The simulation says: **{right}**", icon=":material/lightbulb:")
+            st.dataframe(lessons.reveal_table(lesson, results), width="stretch")
+            st.markdown(lesson.reveal)
+            with st.expander("Claims this lesson makes, checked against the run", icon=":material/fact_check:"):
+                for ok, sentence in (lessons.check(c, results) for c in lesson.claims):
+                    st.markdown(f"{':material/check:' if ok else ':material/close:'} `{sentence}`")

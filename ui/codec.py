@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.presets import GPUS, MODELS
-from engine.scenario import Scenario, apply_overrides, from_dict, get_dotted, to_dict
+from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, get_dotted, to_dict
 
 POLICIES = ("fcfs", "priority", "backfill", "preempt")
 PRESET_KEY = "preset"
@@ -27,7 +27,7 @@ class Param:
 
     short: str
     dotted: str
-    kind: str  # "int" | "float" | "choice" | "bool"
+    kind: str  # "int" | "float" | "choice" | "bool" | "ints" (a list like "0,1"; "" = none)
     label: str
     lo: float = 0
     hi: float = 0
@@ -151,6 +151,8 @@ def _cap_params(raw: dict) -> list[Param]:
                   none_at_zero=True, section=sec),
             Param(f"{c}_kvcap", f"{base}.max_kv_blocks", "int", "Max KV blocks (0 = none)", 0, 10_000_000, 64,
                   none_at_zero=True, section=sec),
+            Param(f"{c}_pin", f"replicas.pin.{name}", "ints", "Pinned to replicas (e.g. 0,1; empty = any)", 0, 63,
+                  section=sec, help="With routing 'pinned', this class only goes to these replicas."),
         ]
     return out
 
@@ -163,6 +165,8 @@ def params_for(raw: dict) -> list[Param]:
 def _widget_value(p: Param, data: dict) -> Any:
     """The scenario's value for `p` in widget units, filling schema defaults."""
     v = get_dotted(data, p.dotted)
+    if p.kind == "ints":
+        return ",".join(str(i) for i in v) if v else ""
     if v is None:
         if p.none_at_zero:
             return 0 if p.kind == "int" else 0.0
@@ -199,6 +203,12 @@ def widened(p: Param, default: Any) -> Param:
 def parse(p: Param, text: str) -> Any:
     """A URL string → widget value; ValueError if malformed or out of range."""
     text = text.strip()
+    if p.kind == "ints":
+        items = [t for t in text.replace(" ", ",").split(",") if t]
+        nums = [int(t) for t in items]  # ValueError if not integers
+        if any(not p.lo <= n <= p.hi for n in nums):
+            raise ValueError
+        return ",".join(str(n) for n in nums)
     if p.kind == "choice":
         if text not in p.options:
             raise ValueError
@@ -261,13 +271,29 @@ def encode(values: dict[str, Any], raw: dict, preset: str) -> dict[str, str]:
 
 
 def overrides(values: dict[str, Any], raw: dict) -> dict[str, Any]:
-    """Changed widget values → dotted scenario overrides (with scaled companions)."""
+    """Changed widget values → dotted scenario overrides (with scaled companions).
+
+    Replica pins are written as one `replicas.pin` mapping, since a cleared pin removes its class.
+    """
     table = {p.short: p for p in params_for(raw)}
     defaults = preset_values(raw)
     full = to_dict(from_dict(raw))
     out: dict[str, Any] = {}
+    pins: dict[str, list[int]] | None = None
     for key, v in changed(values, raw).items():
         p = table[key]
+        if p.kind == "ints":
+            try:
+                nums = [int(t) for t in parse(p, v).split(",") if t]
+            except ValueError:
+                raise ScenarioError(f"{p.dotted} = {v!r}: {p.describe_range()}") from None
+            pins = dict(full["replicas"].get("pin") or {}) if pins is None else pins
+            cls = p.dotted.rsplit(".", 1)[1]
+            if nums:
+                pins[cls] = nums
+            else:
+                pins.pop(cls, None)
+            continue
         if p.none_at_zero and v == 0:
             out[p.dotted] = None
             continue
@@ -278,6 +304,8 @@ def overrides(values: dict[str, Any], raw: dict) -> dict[str, Any]:
                 old = get_dotted(full, dotted)
                 new = old * ratio
                 out[dotted] = min(int(math.ceil(new)), 10_000_000) if isinstance(old, int) else new
+    if pins is not None:
+        out["replicas.pin"] = pins or None
     return out
 
 

@@ -6,26 +6,17 @@ equal scenarios whichever page or control produced them.
 
 from __future__ import annotations
 
-import json
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable
 
 import streamlit as st
 
-from engine import Result, from_dict, simulate
+from engine import Result
 from engine.scenario import Scenario
 
 from .variants import baseline
-
-
-def run_json(key: str) -> Result:
-    """Top-level (picklable) worker: scenario JSON → Result."""
-    return simulate(from_dict(json.loads(key)))
-
-
-def summary_json(key: str) -> dict:
-    """Top-level worker for sweeps: only the summary travels back between processes."""
-    return run_json(key).summary
+from .work import run_json, summary_json
 
 
 @st.cache_data(max_entries=64, show_spinner="Simulating…")
@@ -43,7 +34,9 @@ def baseline_result(sc: Scenario) -> Result:
 
 def _parallel(keys: tuple[str, ...], progress: Callable[[float], None] | None) -> list[dict]:
     out: list[dict | None] = [None] * len(keys)
-    with ProcessPoolExecutor(max_workers=2) as pool:
+    # fork: "spawn" would re-execute Streamlit's __main__ (the page script) in every worker.
+    # The children only run engine code, which takes no lock the server threads could hold.
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as pool:
         futs = {pool.submit(summary_json, k): i for i, k in enumerate(keys)}
         for done, fut in enumerate(as_completed(futs), 1):
             out[futs[fut]] = fut.result()

@@ -20,6 +20,7 @@ from . import codec, runs, uploads
 
 UPLOAD_KEY = "_upload_raw"
 LAB_KEY = "_lab"
+_IN_FRAME = "_lab_in_frame"
 SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations", ":material/shield:"),
             "hw": ("GPU and model", ":material/memory:"), "run": ("Run", ":material/casino:")}
 
@@ -43,8 +44,25 @@ class Lab:
 
 
 def current() -> Lab:
-    """The Lab resolved by app.py in this run (pages call this)."""
+    """The Lab resolved by app.py in this run (pages call this).
+
+    Streamlit runs a page file on its own (without app.py) when it takes its legacy `pages/`
+    folder code path — AppTest on every run, a fresh server on its first request — so a page
+    that finds no Lab from this run draws the sidebar itself.
+    """
+    if not st.session_state.get(_IN_FRAME):
+        return render()
     return st.session_state[LAB_KEY]
+
+
+def run_page(page) -> None:
+    """app.py: draw the sidebar, then run the selected page inside the frame."""
+    render()
+    st.session_state[_IN_FRAME] = True
+    try:
+        page.run()
+    finally:
+        st.session_state[_IN_FRAME] = False
 
 
 def base_raw(preset: str) -> dict:
@@ -101,6 +119,8 @@ def _widget(box, p: codec.Param, default) -> None:
             box.radio(p.label, p.options, index=p.options.index(default), horizontal=True, **kw)
         else:
             box.selectbox(p.label, p.options, index=p.options.index(default), **kw)
+    elif p.kind == "ints":
+        box.text_input(p.label, value=default, max_chars=40, **kw)
     elif p.kind == "bool":
         box.toggle(p.label, value=default, **kw)
     elif p.short == "reserve":
@@ -179,6 +199,9 @@ def render() -> Lab:
             st.code(_share_url(share), language=None, wrap_lines=True)
     lab = Lab(preset, raw, values, sc, res, share, problems, uploaded)
     _files(lab)
+    if problems:
+        st.warning("**Some settings from the link were not used:**\n\n" + "\n".join(f"- {p}" for p in problems),
+                   icon=":material/link_off:")
     st.session_state[LAB_KEY] = lab
     return lab
 

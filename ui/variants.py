@@ -80,3 +80,25 @@ def sweep_points(sc: Scenario, knob: str, values: list[float], seeds: list[int],
             data = apply_overrides(base, {**k.overrides(sc, v, cls), "seed": int(s)})
             out.append((float(v), int(s), from_dict(data).key()))
     return out
+
+
+def sweep_frame(points: list[tuple[float, int, str]], summaries: list[dict]) -> "pd.DataFrame":
+    """Long table: one row per (value, seed, class) with ttft_p99 and the run's throughput."""
+    import pandas as pd
+
+    rows = []
+    for (value, seed, _), s in zip(points, summaries):
+        for name, c in s["classes"].items():
+            rows.append({"value": value, "seed": seed, "class": name, "ttft_p99": c["ttft_p99"],
+                         "slo_attainment": c["slo_attainment"], "throughput_tok_s": s["throughput_tok_s"]})
+    return pd.DataFrame(rows)
+
+
+def knee(frame: "pd.DataFrame", top: str, slo_s: float, harder_when_larger: bool) -> float | None:
+    """The setting closest to "no mitigation" at which the top class's worst P99 over seeds meets
+    its SLO: the smallest one for a mitigation knob, the largest one for a load knob."""
+    t = frame[frame["class"] == top].groupby("value")["ttft_p99"].max()
+    ok = t[t <= slo_s].index
+    if not len(ok):
+        return None
+    return float(ok.max() if harder_when_larger else ok.min())
