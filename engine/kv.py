@@ -62,9 +62,8 @@ class KVPool:
             room = min(room, self.capacity - self.reserve - self.used_other)
         return int(max(0, min(room, self.class_caps[c] - self.used_cls[c])))
 
-    def fits_batch(self, cls: np.ndarray, need: np.ndarray) -> bool:
-        """Would all these growths fit at once? (If so, no order of them can fail.)"""
-        total = int(need.sum())
+    def fits_batch(self, cls: np.ndarray, need: np.ndarray, total: int) -> bool:
+        """Would all these growths (summing to `total`) fit at once? Then no order of them can fail."""
         if total == 0:
             return True
         if total > self.capacity - self.used:
@@ -83,12 +82,12 @@ class KVPool:
         if not self.class_is_top[c]:
             self.used_other += n
 
-    def grow_batch(self, ids: np.ndarray, cls: np.ndarray, need: np.ndarray) -> None:
-        if not need.any():
+    def grow_batch(self, ids: np.ndarray, cls: np.ndarray, need: np.ndarray, total: int) -> None:
+        """Apply growths already checked by `fits_batch`."""
+        if total == 0:
             return
         self.held[ids] += need
         self.used_cls += np.bincount(cls, weights=need, minlength=len(self.used_cls)).astype(np.int64)
-        total = int(need.sum())
         self.used += total
         self.used_other += int(need[~self.class_is_top[cls]].sum())
 

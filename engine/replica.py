@@ -21,11 +21,15 @@ class StepLog:
 
     def __init__(self, n_classes: int):
         self.rows: list[tuple] = []
-        self.per_class: list[np.ndarray] = []  # running, waiting, kv blocks per class
+        self.running: list[np.ndarray] = []  # per class, one array per step
+        self.waiting: list[np.ndarray] = []
+        self.kv: list[np.ndarray] = []
 
     def add(self, row: tuple, running: np.ndarray, waiting: np.ndarray, kv: np.ndarray) -> None:
         self.rows.append(row)
-        self.per_class.append(np.concatenate([running, waiting, kv]))
+        self.running.append(running)
+        self.waiting.append(waiting)
+        self.kv.append(kv)
 
 
 class Replica:
@@ -39,6 +43,7 @@ class Replica:
         self.dt = 0.0
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
+        self._no_waiting = np.zeros(len(self.pool.used_cls), np.int64)
 
     @property
     def load(self) -> int:
@@ -88,9 +93,8 @@ class Replica:
                 self.on_finish(i, env.now)
 
     def _step_time(self, step: Step) -> float:
-        tok = step.tokens
-        ctx = step.context
-        attn = float(np.dot(tok, ctx) + 0.5 * np.dot(tok, tok))
+        tok, ctx = step.tokens, step.context
+        attn = float(tok @ ctx) + 0.5 * float(tok @ tok)
         return self.cost(int(tok.sum()), attn, int(ctx.sum())) + step.swap_s
 
     def _record(self, now: float, step: Step, kv_used: int, kv_cls: np.ndarray, running: np.ndarray) -> None:
@@ -98,7 +102,7 @@ class Replica:
         rs, tok = self.rs, step.tokens
         decode = int(tok[step.context >= rs.prompt[step.ids]].sum()) if len(tok) else 0
         n_cls = len(self.pool.used_cls)
-        waiting = np.bincount(rs.cls[step.waiting], minlength=n_cls) if len(step.waiting) else np.zeros(n_cls, np.int64)
+        waiting = np.bincount(rs.cls[step.waiting], minlength=n_cls) if len(step.waiting) else self._no_waiting
         self.steps.add(
             (self.index, now, self.dt, int(tok.sum()) - decode, decode, len(tok), len(step.admitted),
              len(step.preempted), kv_used, self.pool.capacity - kv_used, step.reserve_idle),

@@ -93,10 +93,10 @@ def _steps(steps: StepLog, names: list[str]) -> pd.DataFrame:
     cols = ["replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_size", "admitted",
             "preempted", "kv_used", "kv_free", "reserve_idle"]
     df = pd.DataFrame(steps.rows, columns=cols)
-    per = np.array(steps.per_class, dtype=np.int64).reshape(len(steps.rows), 3 * len(names))
-    for k, kind in enumerate(("running", "waiting", "kv")):
+    for kind in ("running", "waiting", "kv"):
+        per = np.array(getattr(steps, kind), dtype=np.int64).reshape(len(steps.rows), len(names))
         for j, name in enumerate(names):
-            df[f"{kind}_{name}"] = per[:, k * len(names) + j]
+            df[f"{kind}_{name}"] = per[:, j]
     return df
 
 

@@ -25,7 +25,7 @@ from .kv import KVPool
 from .policies import Policy
 from .queue import WaitingQueue
 from .reasons import Reason
-from .state import FINISHED, REJECTED, RUNNING, WAITING, Requests
+from .state import FINISHED, RUNNING, WAITING, Requests
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Step:
 
     ids: np.ndarray
     tokens: np.ndarray
+    remaining: np.ndarray
     context: np.ndarray
     admitted: list[int]
     preempted: list[int]
@@ -77,34 +78,39 @@ class Batch:
     """Tokens given out this step: one vectorised block (Phase A) plus single additions."""
 
     def __init__(self):
-        self.ids = self.tokens = self.from_reserve = _EMPTY
-        self.extra: dict[int, tuple[int, int]] = {}
+        self.ids = self.tokens = self.from_reserve = self.remaining = _EMPTY
+        self.extra: dict[int, tuple[int, int, int]] = {}
 
-    def set_block(self, ids: np.ndarray, tokens: np.ndarray, from_reserve: np.ndarray) -> None:
-        self.ids, self.tokens, self.from_reserve = ids, tokens, from_reserve
+    def set_block(self, ids, tokens, from_reserve, remaining) -> None:
+        self.ids, self.tokens, self.from_reserve, self.remaining = ids, tokens, from_reserve, remaining
 
-    def add(self, i: int, n: int, r: int) -> None:
-        self.extra[i] = (n, r)
+    def add(self, i: int, n: int, r: int, remaining: int) -> None:
+        self.extra[i] = (n, r, remaining)
 
     def pop(self, i: int) -> tuple[int, int] | None:
-        """Take back what request i was given (it is being evicted)."""
+        """Take back what request i was given (it is being evicted): (tokens, from reserve)."""
         if i in self.extra:
-            return self.extra.pop(i)
+            return self.extra.pop(i)[:2]
         hit = np.flatnonzero(self.ids == i)
         if not hit.size:
             return None
         j = int(hit[0])
         given = (int(self.tokens[j]), int(self.from_reserve[j]))
         keep = self.ids != i
-        self.ids, self.tokens, self.from_reserve = self.ids[keep], self.tokens[keep], self.from_reserve[keep]
+        self.ids, self.tokens = self.ids[keep], self.tokens[keep]
+        self.from_reserve, self.remaining = self.from_reserve[keep], self.remaining[keep]
         return given
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, tokens, tokens remaining before the step) of everything scheduled."""
         if not self.extra:
-            return self.ids, self.tokens
-        ids = np.fromiter(self.extra, np.int64, len(self.extra))
-        tok = np.fromiter((v[0] for v in self.extra.values()), np.int64, len(self.extra))
-        return np.concatenate([self.ids, ids]), np.concatenate([self.tokens, tok])
+            return self.ids, self.tokens, self.remaining
+        n = len(self.extra)
+        ids = np.fromiter(self.extra, np.int64, n)
+        tok = np.fromiter((v[0] for v in self.extra.values()), np.int64, n)
+        rem = np.fromiter((v[2] for v in self.extra.values()), np.int64, n)
+        return (np.concatenate([self.ids, ids]), np.concatenate([self.tokens, tok]),
+                np.concatenate([self.remaining, rem]))
 
 
 class Scheduler:
@@ -112,6 +118,7 @@ class Scheduler:
         self.rs, self.pool, self.policy, self.lim = rs, pool, policy, limits
         self.queue = WaitingQueue()
         self.running: list[int] = []
+        self._run_cache: tuple | None = None  # (ids, cls, top) of `running`; None after a change
         self.evicted: set[int] = set()
         self.n_running_cls = np.zeros(len(pool.used_cls), np.int64)
         self._counter = 0
@@ -164,10 +171,10 @@ class Scheduler:
             order, reasons, detail, blocker, admitted = self._schedule_waiting(now, preempted)
         if self.evicted and len(order):
             reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
-        ids, tokens = self.batch.arrays()
+        ids, tokens, remaining = self.batch.arrays()
         idle = self.rem_r if (self.rem_r and self.rem_s == 0 and not lim.reserve_lendable) else 0
-        return Step(ids, tokens, rs.computed[ids].copy(), admitted, self.evicted_now, order, reasons, detail,
-                    blocker, self.swap_s, int(idle))
+        return Step(ids, tokens, remaining, rs.computed[ids], admitted, self.evicted_now, order, reasons,
+                    detail, blocker, self.swap_s, int(idle))
 
     def _aged_key(self, i: int, now: float) -> tuple:
         rs = self.rs
@@ -198,27 +205,36 @@ class Scheduler:
         holders.sort(key=lambda i: -held[i])
         rest = [i for i in self.running if rs.is_top[i] or held[i] == 0]
         self.running = holders + rest
+        self._run_cache = None
 
     # -- Phase A: running requests ------------------------------------------------------------
     def _schedule_running(self, now: float) -> tuple[list[int], Reason]:
         if not self.running:
             return [], Reason.NONE
         rs, pool = self.rs, self.pool
-        ids = np.array(self.running, dtype=np.int64)
-        need = rs.remaining(ids)
-        if self.lim.threshold:
-            np.minimum(need, self.lim.threshold, out=need)
-        from_r, from_s = self._split(need, rs.is_top[ids])
-        alloc = from_r + from_s
-        grow = pool.blocks(rs.computed[ids] + alloc) - pool.held[ids]
-        if pool.fits_batch(rs.cls[ids], grow):
-            pool.grow_batch(ids, rs.cls[ids], grow)
+        if self._run_cache is None:
+            ids = np.array(self.running, dtype=np.int64)
+            self._run_cache = (ids, rs.cls[ids], rs.is_top[ids])
+        ids, cls, top = self._run_cache
+        computed = rs.computed[ids]
+        remaining = rs.prompt[ids] + rs.generated[ids] - computed
+        need = np.minimum(remaining, self.lim.threshold) if self.lim.threshold else remaining
+        from_r, from_s = self._split(need, top)
+        alloc = from_r + from_s if self.rem_r else from_s
+        grow = pool.blocks(computed + alloc) - pool.held[ids]
+        total = int(grow.sum())
+        if not pool.fits_batch(cls, grow, total):
+            return self._schedule_running_exact(now)
+        pool.grow_batch(ids, cls, grow, total)
+        if self.rem_r:
             self.rem_r -= int(from_r.sum())
-            self.rem_s -= int(from_s.sum())
-            got = alloc > 0
-            self.batch.set_block(ids[got], alloc[got], from_r[got])
-            return [], Reason.NONE
-        return self._schedule_running_exact(now)
+        self.rem_s -= int(from_s.sum())
+        got = alloc > 0
+        if got.all():
+            self.batch.set_block(ids, alloc, from_r, remaining)
+        else:
+            self.batch.set_block(ids[got], alloc[got], from_r[got], remaining[got])
+        return [], Reason.NONE
 
     def _split(self, need: np.ndarray, top: np.ndarray):
         """Budget per request in list order: the top class draws from the reserve first."""
@@ -249,6 +265,7 @@ class Scheduler:
                 victim = self._victim(r, c, why)
                 vi = running.index(victim)
                 running.pop(vi)
+                self._run_cache = None
                 self._evict(victim, now)
                 preempted.append(victim)
                 if vi < i:
@@ -278,7 +295,7 @@ class Scheduler:
         r = min(n, self.rem_r) if self.rs.is_top[i] else 0
         self.rem_r -= r
         self.rem_s -= n - r
-        self.batch.add(i, n, r)
+        self.batch.add(i, n, r, int(self.rs.remaining(i)))
 
     def _evict(self, v: int, now: float) -> None:
         """Preempt a running request: free its blocks; recompute (progress lost) or swap."""
@@ -381,6 +398,7 @@ class Scheduler:
         rs, pool = self.rs, self.pool
         self.queue.remove(w)
         self.running.append(w)
+        self._run_cache = None
         self.n_running_cls[c] += 1
         rs.status[w] = RUNNING
         if rs.swapped[w]:
@@ -404,6 +422,7 @@ class Scheduler:
             return False
         v = self.policy.victim(cands, self.rs.prio, self.rs.arrival)
         self.running.remove(v)
+        self._run_cache = None
         self._evict(v, now)
         return True
 
@@ -422,6 +441,7 @@ class Scheduler:
             v = self.policy.victim(cands, rs.prio, rs.arrival)
             cands.remove(v)
             self.running.remove(v)
+            self._run_cache = None
             self._evict(v, now)
             why = pool.shortfall(c, need, watermark=bool(self.running))
         return why
@@ -434,11 +454,12 @@ class Scheduler:
         if len(ids) == 0:
             return []
         rs.computed[ids] += step.tokens
-        done = ids[rs.computed[ids] == rs.prompt[ids] + rs.generated[ids]]
-        rs.generated[done] += 1
-        first = done[np.isnan(rs.first_token[done])]
-        rs.first_token[first] = t_end
-        fin = done[rs.generated[done] >= rs.output[done]].tolist()
+        done = ids[step.tokens == step.remaining]
+        gen = rs.generated[done] + 1
+        rs.generated[done] = gen
+        first = done[gen == 1]
+        rs.first_token[first[np.isnan(rs.first_token[first])]] = t_end
+        fin = done[gen >= rs.output[done]].tolist()
         for i in fin:
             c = int(rs.cls[i])
             self.pool.release(i, c)
@@ -446,5 +467,7 @@ class Scheduler:
             rs.status[i] = FINISHED
             rs.finish[i] = t_end
         if fin:
-            self.running = [i for i in self.running if rs.status[i] == RUNNING]
+            for i in fin:
+                self.running.remove(i)
+            self._run_cache = None
         return fin

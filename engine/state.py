@@ -51,5 +51,11 @@ class Requests:
         return self.prompt[i] + self.generated[i] - self.computed[i]
 
     def reject(self, i: int, why: str) -> None:
+        """Reject request i; pieces of a split request that would follow it are rejected too."""
         self.status[i] = REJECTED
         self.reason[i] = why
+        j = int(self.next_piece[i])
+        while j >= 0:
+            self.status[j] = REJECTED
+            self.reason[j] = f"an earlier piece ({i}) of this request was rejected"
+            j = int(self.next_piece[j])

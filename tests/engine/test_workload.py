@@ -249,9 +249,6 @@ def test_split_piece_outputs_cover_the_original_output():
     assert s["e2e_p99"] == pytest.approx(r["finish_s"].max() - 0.0)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: when a split request's piece is rejected at arrival "
-                   "(it can never fit in KV), its follow-up pieces are never released and stay 'pending' "
-                   "with no reason")
 def test_split_pieces_after_a_rejected_piece_are_not_left_pending():
     data = {
         "duration_s": 10.0,
