@@ -168,7 +168,7 @@ class Scheduler:
             reasons = np.full(len(order), cause, np.int8)
             detail, blocker = {}, -1
         else:
-            order, reasons, detail, blocker, admitted = self._schedule_waiting(now, preempted)
+            order, reasons, detail, blocker, admitted = self._schedule_waiting(now)
         if self.evicted and len(order):
             reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
         ids, tokens, remaining = self.batch.arrays()
@@ -321,7 +321,7 @@ class Scheduler:
         self.evicted_now.append(v)
 
     # -- Phase B: waiting requests ------------------------------------------------------------
-    def _schedule_waiting(self, now: float, preempted: list[int]):
+    def _schedule_waiting(self, now: float):
         rs, pool, pol, lim = self.rs, self.pool, self.policy, self.lim
         order = self.queue.ids()
         reasons: list[int] = []

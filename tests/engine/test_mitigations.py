@@ -3,16 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-
-def row(res, cls: str, k: int = 0):
-    r = res.requests[res.requests["class"] == cls].sort_values(["arrival_s", "id"])
-    return r.iloc[k]
-
-
-def waits_of(res, rid) -> list[tuple]:
-    w = res.waits[res.waits["request"] == rid]
-    return [(s, e, str(r)) for s, e, r in zip(w["start_s"], w["end_s"], w["reason"])]
+from timeline_helpers import row, waits_of
 
 
 HOG = {"P0": (0, [(0.5, 8, 1)]), "P1": (1, [(0.0, 40, 1)])}

@@ -9,18 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-
-
-def row(res, cls: str, k: int = 0):
-    """The k-th request (by arrival) of a class."""
-    r = res.requests[res.requests["class"] == cls].sort_values(["arrival_s", "id"])
-    return r.iloc[k]
-
-
-def waits_of(res, rid) -> list[tuple]:
-    w = res.waits[res.waits["request"] == rid]
-    return [(s, e, str(r)) for s, e, r in zip(w["start_s"], w["end_s"], w["reason"])]
+from timeline_helpers import row, waits_of
 
 
 # --- head-of-line stop vs backfill skip ------------------------------------------------------
