@@ -26,7 +26,7 @@ REASON_COLORS = {
     "none": "#afb8c1",
 }
 RUNNING_COLOR = "#2da44e"
-INVERSION_COLOR = "rgba(207, 34, 46, 0.16)"
+INVERSION_COLOR = "rgba(31, 35, 40, 0.40)"  # a dark veil over the waits it marks
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12, color="#24292f")
 
 
@@ -36,9 +36,9 @@ def class_color(names: list[str], name: str) -> str:
 
 def _style(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
     fig.update_layout(
-        height=height, template="plotly_white", font=FONT, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-        title=dict(text=title, x=0, font=dict(size=14)) if title else None,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        height=height, template="plotly_white", font=FONT, margin=dict(l=10, r=10, t=70 if title else 40, b=10),
+        title=dict(text=title, x=0, y=0.98, yref="container", yanchor="top", font=dict(size=15)) if title else None,
+        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
         hovermode="x unified",
     )
     return fig
@@ -156,7 +156,9 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
     """Requests on a time axis (waits coloured by reason, running in green, inversion episodes
     shaded) above the KV chart on the same time axis."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3], vertical_spacing=0.04)
-    lane_of = {rid: k for k, rid in enumerate(lanes)}
+    # Lane k is drawn at y = -k (first arrival on top): Streamlit's plotly.js draws Scattergl
+    # wrongly on an axis with autorange="reversed".
+    lane_of = {rid: -k for k, rid in enumerate(lanes)}
     req = requests[requests["id"].isin(lane_of)]
     w = waits[waits["request"].isin(lane_of)]
     ep = episodes[episodes["request"].isin(lane_of)]
@@ -171,14 +173,6 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
     xs, ys = _segments(run["first_scheduled_s"].to_numpy(), end, y)
     fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name="running", line=dict(color=RUNNING_COLOR, width=4),
                                hoverinfo="skip", legendgroup="state"), row=1, col=1)
-    # Episodes: one trace of rectangles.
-    if len(ep):
-        ey = ep["request"].map(lane_of).to_numpy(dtype=float)
-        rx = np.column_stack([ep["start_s"], ep["end_s"], ep["end_s"], ep["start_s"], ep["start_s"],
-                              np.full(len(ep), np.nan)]).ravel()
-        ry = np.column_stack([ey - 0.45, ey - 0.45, ey + 0.45, ey + 0.45, ey - 0.45, np.full(len(ep), np.nan)]).ravel()
-        fig.add_trace(go.Scatter(x=rx, y=ry, fill="toself", mode="none", fillcolor=INVERSION_COLOR,
-                                 name="inversion (lower priority admitted)", hoverinfo="skip"), row=1, col=1)
     for reason in [r.label for r in Reason if r is not Reason.NONE]:
         seg = w[w["reason"] == reason]
         if not len(seg):
@@ -188,6 +182,14 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name=f"waiting: {reason}",
                                    line=dict(color=REASON_COLORS[reason], width=6), hoverinfo="skip"),
                       row=1, col=1)
+    # Episodes: one trace of rectangles.
+    if len(ep):
+        ey = ep["request"].map(lane_of).to_numpy(dtype=float)
+        rx = np.column_stack([ep["start_s"], ep["end_s"], ep["end_s"], ep["start_s"], ep["start_s"],
+                              np.full(len(ep), np.nan)]).ravel()
+        ry = np.column_stack([ey - 0.45, ey - 0.45, ey + 0.45, ey + 0.45, ey - 0.45, np.full(len(ep), np.nan)]).ravel()
+        fig.add_trace(go.Scatter(x=rx, y=ry, fill="toself", mode="none", fillcolor=INVERSION_COLOR,
+                                 name="inversion (lower priority admitted)", hoverinfo="skip"), row=1, col=1)
     if len(w):
         mid = (w["start_s"].to_numpy() + w["end_s"].to_numpy()) / 2
         fig.add_trace(go.Scattergl(
@@ -199,16 +201,16 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         fig.add_hrect(y0=k - 0.5, y1=k + 0.5, fillcolor="rgba(9,105,218,0.10)", line_width=0, row=1, col=1)
     add_kv_traces(fig, _replica_steps(steps, replica), classes, capacity, kv_reserve, row=2, window=window)
     labels = req.set_index("id").loc[lanes, "class"].astype(str) if lanes else pd.Series(dtype=str)
-    ticks = dict(tickvals=list(range(len(lanes))), ticktext=[f"#{i} {c}" for i, c in zip(lanes, labels)]) \
+    ticks = dict(tickvals=[-k for k in range(len(lanes))], ticktext=[f"#{i} {c}" for i, c in zip(lanes, labels)]) \
         if len(lanes) <= 60 else dict(showticklabels=False)
-    fig.update_yaxes(autorange="reversed", title_text=f"{len(lanes)} requests (by arrival)", row=1, col=1,
+    fig.update_yaxes(title_text=f"{len(lanes)} requests (by arrival)", row=1, col=1,
                      showgrid=False, zeroline=False, **ticks)
     fig.update_yaxes(title_text="KV blocks", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
     if window is not None:
         fig.update_xaxes(range=list(window))
-    _style(fig, max(520, min(1100, 200 + 9 * len(lanes))))
-    fig.update_layout(hovermode="closest")
+    _style(fig, max(560, min(1100, 240 + 9 * len(lanes))))
+    fig.update_layout(hovermode="closest", margin=dict(t=90))
     return fig
 
 

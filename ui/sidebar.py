@@ -21,6 +21,7 @@ from . import codec, runs, uploads
 UPLOAD_KEY = "_upload_raw"
 LAB_KEY = "_lab"
 _IN_FRAME = "_lab_in_frame"
+_RETRIED = "_lab_legacy_retried"
 SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations", ":material/shield:"),
             "hw": ("GPU and model", ":material/memory:"), "run": ("Run", ":material/casino:")}
 
@@ -46,18 +47,27 @@ class Lab:
 def current() -> Lab:
     """The Lab resolved by app.py in this run (pages call this).
 
-    Streamlit runs a page file on its own (without app.py) when it takes its legacy `pages/`
-    folder code path — AppTest on every run, a fresh server on its first request — so a page
-    that finds no Lab from this run draws the sidebar itself.
+    A `pages/` folder next to app.py makes Streamlit take its legacy multipage code path until
+    `st.navigation` has run once in the process (a fresh server's first request, and every
+    AppTest run): the page file then runs on its own, without app.py. We switch that path off the
+    way `st.navigation` itself does and rerun, so app.py frames the page; if that ever fails,
+    the page draws the sidebar itself.
     """
-    if not st.session_state.get(_IN_FRAME):
-        return render()
-    return st.session_state[LAB_KEY]
+    if st.session_state.get(_IN_FRAME):
+        return st.session_state[LAB_KEY]
+    if not st.session_state.get(_RETRIED):
+        from streamlit.runtime.pages_manager import PagesManager
+
+        st.session_state[_RETRIED] = True
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+    return render()
 
 
 def run_page(page) -> None:
     """app.py: draw the sidebar, then run the selected page inside the frame."""
     render()
+    st.session_state[_RETRIED] = False
     st.session_state[_IN_FRAME] = True
     try:
         page.run()

@@ -21,13 +21,25 @@ def plain(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
+def _sig3(x: float) -> str:
+    """Three significant digits without exponent: 0.153, 1.68, 15.9, 124."""
+    a = abs(x)
+    if a >= 100:
+        return f"{x:.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
 def seconds(x: float | None) -> str:
-    """TTFT-style seconds, 3 decimals (the precision the share-link test compares)."""
-    return "–" if x is None else f"{x:.3f} s"
+    """Latency in seconds, 3 significant digits (the precision the share-link test compares)."""
+    return "–" if x is None else f"{_sig3(x)} s"
 
 
 def millis(x: float | None) -> str:
-    return "–" if x is None else f"{x * 1000:.1f} ms"
+    return "–" if x is None else f"{_sig3(x * 1000)} ms"
 
 
 def percent(x: float | None) -> str:
@@ -48,8 +60,15 @@ def _delta(cur: float | None, base: float | None, fmt) -> str | None:
     if cur is None or base is None:
         return None
     d = cur - base
-    sign = "+" if d >= 0 else "−"
-    return f"{sign}{fmt(abs(d))}"
+    shown = fmt(abs(d))
+    if fmt(0.0) == shown:
+        return None  # no visible change
+    return f"{'+' if d > 0 else '-'}{shown}"  # ASCII sign: st.metric picks the arrow from it
+
+
+def _pts(cur: float, base: float) -> str | None:
+    d = round((cur - base) * 100)
+    return None if d == 0 else f"{d:+d} pts"
 
 
 KPI_FIELDS = [
@@ -69,7 +88,7 @@ def class_kpis(name: str, cur: dict, base: dict | None) -> list[Kpi]:
         v = cur.get(key)
         d = _delta(v, base.get(key), fmt) if base is not None else None
         if key == "slo_attainment" and d is not None:
-            d = f"{(v - base[key]) * 100:+.0f} pts"
+            d = _pts(v, base[key])
         out.append(Kpi(f"{name} · {label}", fmt(v) if v is not None else "–", d, color))
     return out
 
@@ -84,7 +103,7 @@ def system_kpis(cur: dict, base: dict | None) -> list[Kpi]:
         v = cur[key]
         d = None
         if base is not None:
-            d = f"{(v - base[key]) * 100:+.0f} pts" if fmt is percent else _delta(v, base[key], fmt)
+            d = _pts(v, base[key]) if fmt is percent else _delta(v, base[key], fmt)
         out.append(Kpi(label, fmt(v), d, color))
     return out
 
@@ -107,6 +126,17 @@ def top_holder_classes(waits: pd.DataFrame, priority: int) -> list[tuple[str, fl
         if len(first) >= 2:
             acc[first[1]] = acc.get(first[1], 0.0) + float(dur)
     return sorted(acc.items(), key=lambda kv: -kv[1])
+
+
+SHORT_REASON = {
+    "kv_short": "not enough free KV blocks",
+    "token_budget": "the step's token budget was used up",
+    "max_seqs": "too many requests already running",
+    "head_of_line": "queued behind a request that does not fit",
+    "reserve": "what was left was reserved",
+    "class_cap": "its class was at a cap",
+    "preempted": "evicted and waiting to come back",
+}
 
 
 def _reason_phrase(label: str) -> str:
@@ -134,7 +164,7 @@ def what_happened(summary: dict, waits: pd.DataFrame, base: dict | None = None) 
     if c["blocked_s"] > 0:
         reasons = top_reasons(waits, c["priority"])
         if reasons:
-            why = "; ".join(f"{r.replace('_', ' ')} {s:.1f} s ({_reason_phrase(r)})" for r, s in reasons)
+            why = "; ".join(f"{SHORT_REASON.get(r, r)} ({s:.1f} s)" for r, s in reasons)
             parts.append(f"Its requests spent {c['blocked_s']:.1f} s blocked in total. Top reasons: {why}.")
         holders = top_holder_classes(waits, c["priority"])
         if holders:
