@@ -362,7 +362,7 @@ def test_request_evicted_for_a_waiting_one_is_blocked_during_that_step():
     assert p1["preemptions"] == 1
     assert res.steps["preempted"].tolist()[:2] == [0, 1]
     # so during the step [0.01, 0.02) P1 waits (reason: preempted)
-    assert res.steps.loc[res.steps["t_s"] == pytest.approx(0.01), "waiting_P1"].item() == 1
+    assert res.steps.loc[np.isclose(res.steps["t_s"], 0.01), "waiting_P1"].item() == 1
     assert p1["blocked_s"] == pytest.approx(0.01)
     w = res.waits[res.waits["request"] == p1["id"]]
     assert w["reason"].astype(str).tolist() == ["preempted"]
