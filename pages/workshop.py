@@ -19,10 +19,9 @@ for tab, (n, lesson) in zip(st.tabs([f"{i}. {l.title}" for i, l in enumerate(ite
             guess = st.radio(f"**Predict:** {lesson.question}", lesson.options, index=None, key=f"ws_q_{lesson.slug}")
             ran = st.session_state.get(f"ws_ran_{lesson.slug}", False)
             c1, c2 = st.columns(2)
-            if c1.button("Run", key=f"ws_run_{lesson.slug}", icon=":material/play_arrow:", type="primary",
-                         width="stretch", disabled=guess is None and not ran,
-                         help="Make a prediction first" if guess is None else None):
-                st.session_state[f"ws_ran_{lesson.slug}"] = ran = True
+            c1.button("Run", key=f"ws_run_{lesson.slug}", icon=":material/play_arrow:", type="primary",
+                      width="stretch", disabled=guess is None and not ran, on_click=st.session_state.__setitem__,
+                      args=(f"ws_ran_{lesson.slug}", True), help="Make a prediction first" if guess is None else None)
             c2.button("Load this scenario", key=f"ws_load_{lesson.slug}", icon=":material/input:", width="stretch",
                       on_click=load_scenario, args=(lesson.scenario, lesson.load_values()),
                       help="Sets the sidebar to this lesson's last configuration, to explore further")

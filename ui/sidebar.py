@@ -8,6 +8,7 @@ exactly the values that differ from the preset. Presets, Reset, uploads and the 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,8 +20,7 @@ from engine.scenario import Scenario, load_raw
 from . import codec, runs, uploads
 
 UPLOAD_KEY = "_upload_raw"
-LAB_KEY = "_lab"
-_IN_FRAME = "_lab_in_frame"
+_frame = threading.local()  # the Lab of the run in progress on this script thread
 _RETRIED = "_lab_legacy_retried"
 SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations", ":material/shield:"),
             "hw": ("GPU and model", ":material/memory:"), "run": ("Run", ":material/casino:")}
@@ -53,8 +53,8 @@ def current() -> Lab:
     way `st.navigation` itself does and rerun, so app.py frames the page; if that ever fails,
     the page draws the sidebar itself.
     """
-    if st.session_state.get(_IN_FRAME):
-        return st.session_state[LAB_KEY]
+    if getattr(_frame, "lab", None) is not None:
+        return _frame.lab
     if not st.session_state.get(_RETRIED):
         from streamlit.runtime.pages_manager import PagesManager
 
@@ -66,13 +66,13 @@ def current() -> Lab:
 
 def run_page(page) -> None:
     """app.py: draw the sidebar, then run the selected page inside the frame."""
-    render()
+    lab = render()
     st.session_state[_RETRIED] = False
-    st.session_state[_IN_FRAME] = True
+    _frame.lab = lab  # per script run: each run has its own thread
     try:
         page.run()
     finally:
-        st.session_state[_IN_FRAME] = False
+        _frame.lab = None
 
 
 def base_raw(preset: str) -> dict:
@@ -212,7 +212,6 @@ def render() -> Lab:
     if problems:
         st.warning("**Some settings from the link were not used:**\n\n" + "\n".join(f"- {p}" for p in problems),
                    icon=":material/link_off:")
-    st.session_state[LAB_KEY] = lab
     return lab
 
 
