@@ -169,6 +169,10 @@ class Scheduler:
             detail, blocker = {}, -1
         else:
             order, reasons, detail, blocker, admitted = self._schedule_waiting(now)
+        late = [v for v in self.evicted_now if v not in set(order.tolist())]
+        if late:  # evicted in Phase B (preempt policy), after the queue was read: waiting too
+            order = np.concatenate([order, np.array(late, dtype=np.int64)])
+            reasons = np.concatenate([reasons, np.full(len(late), Reason.PREEMPTED, np.int8)])
         if self.evicted and len(order):
             reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
         ids, tokens, remaining = self.batch.arrays()

@@ -1,8 +1,9 @@
 """Readers for real request traces: Azure LLM 2023 CSV, Mooncake JSONL, simulator CSV.
 
-Each reader returns a DataFrame with `arrival_s` (seconds from the first request),
+Each reader returns a DataFrame with `arrival_s` (seconds; Azure and Mooncake traces are shifted so
+the first request arrives at 0, a simulator CSV keeps its own `arrived_at`),
 `prompt_tokens`, `output_tokens` and, when the file has them, `priority` and `class`.
-Problems raise `TraceError` with one line naming the file, row or column.
+Problems raise `TraceError` with one line naming the file, the line of the file and the column.
 
 Mooncake rule: its arrivals are quantised to ~3 s buckets (10,851 of 12,030 gaps are 0 in the
 conversation trace). Replaying a bucket as one burst would invent bursts the service never saw, so
@@ -102,19 +103,21 @@ def _azure(text: str) -> pd.DataFrame:
 
 
 def _mooncake(text: str) -> pd.DataFrame:
-    rows = []
+    rows, lines = [], []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
             rows.append((float(rec["timestamp"]), rec["input_length"], rec["output_length"]))
+            lines.append(i)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise TraceError(f"line {i}: expected JSON with timestamp, input_length, output_length ({err})") from None
     df = pd.DataFrame(rows, columns=["timestamp", "input_length", "output_length"])
     ms = df["timestamp"].to_numpy()
-    if np.any(np.diff(ms) < 0):
-        raise TraceError("timestamps are not sorted")
+    back = np.flatnonzero(np.diff(ms) < 0)
+    if back.size:
+        raise TraceError(f"line {lines[back[0] + 1]}: timestamp goes backwards (the file must be sorted)")
     # Spread each quantised bucket evenly over [t, t + 3 s) (see module docstring).
     _, start, count = np.unique(ms, return_index=True, return_counts=True)
     rank = np.arange(len(ms)) - np.repeat(start, count)
@@ -122,8 +125,8 @@ def _mooncake(text: str) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "arrival_s": spread - spread.min(),
-            "prompt_tokens": _ints(df, "input_length"),
-            "output_tokens": _ints(df, "output_length"),
+            "prompt_tokens": _ints(df, "input_length", lines=lines),
+            "output_tokens": _ints(df, "output_length", lines=lines),
         }
     )
 
@@ -148,12 +151,16 @@ def _simulator(text: str) -> pd.DataFrame:
     return out
 
 
-def _ints(df: pd.DataFrame, col: str, lo: int = 1) -> np.ndarray:
+def _ints(df: pd.DataFrame, col: str, lo: int = 1, lines: list[int] | None = None) -> np.ndarray:
+    """The column as integers >= lo; `lines` maps rows to file lines (CSV: row + 2, after the header)."""
     v = pd.to_numeric(df[col], errors="coerce")
     bad = v.isna() | (v < lo) | (v != np.floor(v))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceError(f"row {i + 1}: {col} = {df[col].iloc[i]!r} is not an integer >= {lo}")
+        line = lines[i] if lines is not None else i + 2
+        raw = df[col].iloc[i]
+        raw = raw.item() if hasattr(raw, "item") else raw
+        raise TraceError(f"line {line}: {col} = {raw!r} is not an integer >= {lo}")
     return v.to_numpy().astype(np.int64)
 
 
