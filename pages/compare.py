@@ -47,6 +47,7 @@ if not results:
     st.stop()
 
 st.subheader("KPIs")
-st.dataframe(text.summary_table({k: r.summary for k, r in results.items()}), width="stretch")
+table = text.summary_table({k: r.summary for k, r in results.items()})
+st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2)
 st.subheader("Time to first token, per class")
 st.plotly_chart(figures.ttft_cdf({k: r.requests for k, r in results.items()}, classes), key="cmp_cdf", theme=None)

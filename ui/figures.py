@@ -36,9 +36,9 @@ def class_color(names: list[str], name: str) -> str:
 
 def _style(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
     fig.update_layout(
-        height=height, template="plotly_white", font=FONT, margin=dict(l=10, r=10, t=70 if title else 40, b=10),
-        title=dict(text=title, x=0, y=0.98, yref="container", yanchor="top", font=dict(size=15)) if title else None,
-        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
+        height=height, template="plotly_white", font=FONT, margin=dict(l=10, r=10, t=40 if title else 20, b=10),
+        title=dict(text=title, x=0, font=dict(size=15)) if title else None,
+        legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),  # below: no clash with titles
         hovermode="x unified",
     )
     return fig
@@ -60,7 +60,7 @@ def add_kv_traces(fig: go.Figure, steps: pd.DataFrame, classes: list[str], capac
         fig.add_trace(go.Scatter(
             x=t, y=s[f"kv_{name}"].to_numpy(), name=f"{name} KV", stackgroup="kv", mode="lines",
             line=dict(width=0.5, color=class_color(classes, name), shape="hv"),
-            hovertemplate=f"{name}: %{{y}} blocks<extra></extra>", legendgroup="kv",
+            hovertemplate=f"{name}: %{{y}} blocks<extra></extra>",
         ), **where)
     span = [t.min(), t.max()] if len(t) else [0, 1]
     fig.add_trace(go.Scatter(x=span, y=[capacity, capacity], name="KV capacity", mode="lines",
@@ -79,7 +79,7 @@ def kv_usage(steps: pd.DataFrame, classes: list[str], capacity: int, kv_reserve:
     add_kv_traces(fig, _replica_steps(steps, replica), classes, capacity, kv_reserve)
     fig.update_yaxes(title_text="KV blocks", rangemode="tozero")
     fig.update_xaxes(title_text="time (s)")
-    return _style(fig, 320, "KV cache held, by class")
+    return _style(fig, 360, "KV cache held, by class")
 
 
 def waiting_queue(steps: pd.DataFrame, classes: list[str], replica: int = 0) -> go.Figure:
@@ -92,7 +92,7 @@ def waiting_queue(steps: pd.DataFrame, classes: list[str], replica: int = 0) -> 
                                  hovertemplate=f"{name}: %{{y}} waiting<extra></extra>"))
     fig.update_yaxes(title_text="waiting requests", rangemode="tozero")
     fig.update_xaxes(title_text="time (s)")
-    return _style(fig, 280, "Waiting queue, by class")
+    return _style(fig, 360, "Waiting queue, by class")
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,8 +209,8 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
     if window is not None:
         fig.update_xaxes(range=list(window))
-    _style(fig, max(560, min(1100, 240 + 9 * len(lanes))))
-    fig.update_layout(hovermode="closest", margin=dict(t=90))
+    _style(fig, max(600, min(1150, 280 + 9 * len(lanes))))
+    fig.update_layout(hovermode="closest", legend=dict(y=-0.08))
     return fig
 
 
@@ -272,8 +272,8 @@ def ttft_cdf(runs: dict[str, pd.DataFrame], classes: list[str]) -> go.Figure:
                           row=1, col=j)
             fig.update_xaxes(title_text="TTFT (s)", row=1, col=j)
     fig.update_yaxes(title_text="fraction of requests", tickformat=".0%", row=1, col=1)
-    _style(fig, 360)
-    fig.update_layout(hovermode="closest")
+    _style(fig, 400)
+    fig.update_layout(hovermode="closest", legend=dict(y=-0.25))
     return fig
 
 
