@@ -83,13 +83,11 @@ class KVPool:
             self.used_other += n
 
     def grow_batch(self, ids: np.ndarray, cls: np.ndarray, need: np.ndarray, total: int) -> None:
-        """Apply growths already checked by `fits_batch`."""
+        """Apply growths already checked by `fits_batch` (few are non-zero: a loop is cheapest)."""
         if total == 0:
             return
-        self.held[ids] += need
-        self.used_cls += np.bincount(cls, weights=need, minlength=len(self.used_cls)).astype(np.int64)
-        self.used += total
-        self.used_other += int(need[~self.class_is_top[cls]].sum())
+        for j in np.flatnonzero(need).tolist():
+            self.grow(int(ids[j]), int(cls[j]), int(need[j]))
 
     def release(self, i: int, c: int) -> int:
         n = int(self.held[i])

@@ -66,6 +66,7 @@ class Step:
 
 _EMPTY = np.empty(0, np.int64)
 _NO_REASONS = np.empty(0, np.int8)
+_NONE = int(Reason.NONE)
 
 
 def _give(pool: int, want: np.ndarray) -> np.ndarray:
@@ -122,14 +123,18 @@ class Scheduler:
         self.evicted: set[int] = set()
         self.n_running_cls = np.zeros(len(pool.used_cls), np.int64)
         self._counter = 0
+        # Arrival check, done once for all requests: can prompt + max_tokens ever fit this engine?
+        view = np.array([pool.view_capacity(c) for c in range(len(pool.used_cls))], dtype=np.int64)
+        budget = np.where(rs.is_top, limits.budget, limits.budget - limits.token_reserve)
+        self._never = (pool.blocks(rs.prompt + rs.output - 1) > view[rs.cls]) | (
+            (rs.prompt > budget) if not limits.chunked else False)
 
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
         """Accept an arrival into the waiting queue, or reject one that can never run."""
-        rs, c = self.rs, int(self.rs.cls[i])
-        why = self._never_fits(i, c)
-        if why:
-            rs.reject(i, why)
+        rs = self.rs
+        if self._never[i]:
+            rs.reject(i, self._never_fits(i, int(rs.cls[i])))
             return False
         rs.status[i] = WAITING
         self.queue.push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), i))
@@ -243,7 +248,8 @@ class Scheduler:
     def _split(self, need: np.ndarray, top: np.ndarray):
         """Budget per request in list order: the top class draws from the reserve first."""
         if self.rem_r == 0:
-            return np.zeros(len(need), np.int64), _give(self.rem_s, need)
+            zero = np.zeros(len(need), np.int64)
+            return zero, (need if int(need.sum()) <= self.rem_s else _give(self.rem_s, need))
         from_r = _give(self.rem_r, np.where(top, need, 0))
         return from_r, _give(self.rem_s, need - from_r)
 
@@ -391,8 +397,10 @@ class Scheduler:
         codes = np.empty(len(order), np.int8)
         codes[:scanned] = reasons
         codes[scanned:] = tail
-        keep = codes != Reason.NONE
-        return ids[keep], codes[keep], detail, blocker, admitted
+        if admitted:
+            keep = codes != _NONE
+            return ids[keep], codes[keep], detail, blocker, admitted
+        return ids, codes, detail, blocker, admitted
 
     def _at_running_cap(self, c: int) -> bool:
         caps = self.lim.class_max_running

@@ -9,6 +9,7 @@ passes, and whatever is left is reported as `unfinished`.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 
@@ -32,22 +33,23 @@ class StaticFeed:
     """Arrivals known in advance (sorted), plus follow-up pieces released while running."""
 
     def __init__(self, ids: np.ndarray, times: np.ndarray):
-        self.ids, self.times, self.pos = ids, times, 0
+        self.ids, self.times, self.pos = ids.tolist(), times.tolist(), 0
         self.later: list[tuple[float, int]] = []
 
     def add(self, i: int, t: float) -> None:
         heapq.heappush(self.later, (t, i))
 
     def __call__(self, now: float):
-        j = int(np.searchsorted(self.times, now, side="right"))
-        due = self.ids[self.pos:j].tolist() if j > self.pos else []
-        self.pos = max(self.pos, j)
+        """(ids due by `now`, time of the next arrival or None)."""
+        j = bisect.bisect_right(self.times, now, self.pos)
+        due = self.ids[self.pos:j]
+        self.pos = j
         while self.later and self.later[0][0] <= now:
             due.append(heapq.heappop(self.later)[1])
-        nxt = [self.times[self.pos]] if self.pos < len(self.times) else []
-        if self.later:
-            nxt.append(self.later[0][0])
-        return due, (min(nxt) if nxt else None)
+        nxt = self.times[j] if j < len(self.times) else None
+        if self.later and (nxt is None or self.later[0][0] < nxt):
+            nxt = self.later[0][0]
+        return due, nxt
 
 
 def _no_feed(now: float):
