@@ -3,7 +3,9 @@
 Percentiles use numpy's default (linear interpolation) over the measured requests of a class
 (arrival ≥ warmup_s) that have the value; none → null. A request split into pieces by a prompt
 cap counts once: arrival of its first piece, first token of its first piece, finish of its last.
-SLO attainment counts every measured request: rejected or unfinished ones miss.
+SLO attainment counts every measured request: rejected or unfinished ones miss. `batch_fill` is
+the share of the step token budget used in steps that left requests waiting (all steps if none
+did): how full the batch was when there was work it could not take — the seed article's measure.
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
     busy = float(steps["dt_s"].sum()) if len(steps) else 0.0
     kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.blocks) if busy else 0.0
     budget = sc.scheduler.max_num_batched_tokens
+    waiting = steps[[c for c in steps.columns if c.startswith("waiting_")]].sum(axis=1) if len(steps) else None
+    loaded = tokens[waiting > 0] if len(steps) and (waiting > 0).any() else tokens
     out_tokens = int(req.loc[req["status"] == "finished", "output_tokens"].sum())
     return {
         "scenario": sc.name,
@@ -116,7 +120,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
         "processed_tok_s": float(tokens.sum()) / t_end if t_end > 0 else 0.0,
         "kv_util_mean": kv_util,
         "mean_batch_tokens": float(tokens.mean()) if len(tokens) else 0.0,
-        "batch_fill": float(tokens.mean()) / budget if len(tokens) else 0.0,
+        "batch_fill": float(loaded.mean()) / budget if len(loaded) else 0.0,
         "preemptions": int(req["preemptions"].sum()),
         "recomputed_tokens": int(req["recomputed_tokens"].sum()),
         "rejected": int((req["status"] == "rejected").sum()),
