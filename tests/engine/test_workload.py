@@ -226,17 +226,21 @@ def test_prompt_cap_split_into_chained_pieces():
     assert res.summary["classes"]["P1"]["completed"] == len(orig_prompts)
 
 
-def test_split_piece_outputs_cover_the_original_output():
-    data = {
+def _one_split_request(blocks: int, block_size: int, prompt: int, output: int, cap: int) -> dict:
+    """One request at t=0 of class A whose prompt is over A's cap and gets split."""
+    return {
         "duration_s": 10.0,
-        "kv": {"num_blocks": 100, "block_size": 16},
+        "kv": {"num_blocks": blocks, "block_size": block_size},
         "cost": {"model": "fixed", "step_time_s": 0.01},
         "classes": {"A": {"priority": 0, "arrival": {"process": "times", "times": [0.0]},
-                          "prompt": {"dist": "constant", "value": 1000},
-                          "output": {"dist": "constant", "value": 10},
-                          "caps": {"max_prompt_tokens": 300, "over_cap": "split"}}},
+                          "prompt": {"dist": "constant", "value": prompt},
+                          "output": {"dist": "constant", "value": output},
+                          "caps": {"max_prompt_tokens": cap, "over_cap": "split"}}},
     }
-    res = simulate(from_dict(data))
+
+
+def test_split_piece_outputs_cover_the_original_output():
+    res = simulate(from_dict(_one_split_request(100, 16, 1000, 10, 300)))
     r = res.requests.sort_values("id")
     assert r["prompt_tokens"].tolist() == [300, 300, 300, 100]
     assert r["parent"].tolist() == [0, 0, 0, 0]
@@ -250,17 +254,8 @@ def test_split_piece_outputs_cover_the_original_output():
 
 
 def test_split_pieces_after_a_rejected_piece_are_not_left_pending():
-    data = {
-        "duration_s": 10.0,
-        "kv": {"num_blocks": 8, "block_size": 1},
-        "cost": {"model": "fixed", "step_time_s": 0.01},
-        "classes": {"A": {"priority": 0, "arrival": {"process": "times", "times": [0.0]},
-                          "prompt": {"dist": "constant", "value": 10},
-                          "output": {"dist": "constant", "value": 1},
-                          "caps": {"max_prompt_tokens": 9, "over_cap": "split"}}},
-    }
     # pieces: 9 + 1 prompt tokens; the first needs 9 blocks of the 8 and is rejected at arrival
-    r = simulate(from_dict(data)).requests.sort_values("id")
+    r = simulate(from_dict(_one_split_request(8, 1, 10, 1, 9))).requests.sort_values("id")
     assert r["prompt_tokens"].tolist() == [9, 1]
     assert r["status"].iloc[0] == "rejected"
     # the request as a whole is over: no row may be left pending, and each non-finished row says why
