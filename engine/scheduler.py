@@ -228,29 +228,31 @@ class Scheduler:
         computed = rs.computed[ids]
         remaining = rs.prompt[ids] + rs.generated[ids] - computed
         need = np.minimum(remaining, self.lim.threshold) if self.lim.threshold else remaining
-        from_r, from_s = self._split(need, top)
-        alloc = from_r + from_s if self.rem_r else from_s
+        demand = int(need.sum())
+        fits_all = self.rem_r == 0 and demand <= self.rem_s  # common: everyone gets all it needs
+        if fits_all:
+            from_r, from_s, alloc = None, need, need
+        else:
+            from_r, from_s = self._split(need, top)
+            alloc = from_r + from_s
         grow = pool.blocks(computed + alloc) - pool.held[ids]
         total = int(grow.sum())
         if not pool.fits_batch(cls, grow, total):
             return self._schedule_running_exact(now)
         pool.grow_batch(ids, cls, grow, total)
-        if self.rem_r:
-            self.rem_r -= int(from_r.sum())
+        if fits_all:
+            self.rem_s -= demand
+            self.batch.set_block(ids, alloc, np.zeros(len(ids), np.int64), remaining)
+            return [], Reason.NONE
+        self.rem_r -= int(from_r.sum())
         self.rem_s -= int(from_s.sum())
         got = alloc > 0
-        if got.all():
-            self.batch.set_block(ids, alloc, from_r, remaining)
-        else:
-            self.batch.set_block(ids[got], alloc[got], from_r[got], remaining[got])
+        self.batch.set_block(ids[got], alloc[got], from_r[got], remaining[got])
         return [], Reason.NONE
 
     def _split(self, need: np.ndarray, top: np.ndarray):
         """Budget per request in list order: the top class draws from the reserve first."""
-        if self.rem_r == 0:
-            zero = np.zeros(len(need), np.int64)
-            return zero, (need if int(need.sum()) <= self.rem_s else _give(self.rem_s, need))
-        from_r = _give(self.rem_r, np.where(top, need, 0))
+        from_r = _give(self.rem_r, np.where(top, need, 0)) if self.rem_r else np.zeros(len(need), np.int64)
         return from_r, _give(self.rem_s, need - from_r)
 
     def _schedule_running_exact(self, now: float) -> tuple[list[int], Reason]:
