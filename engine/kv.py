@@ -76,6 +76,8 @@ class KVPool:
         return bool(np.all(per_cls <= self.class_caps - self.used_cls))
 
     def grow(self, i: int, c: int, n: int) -> None:
+        if not n:
+            return
         self.held[i] += n
         self.used_cls[c] += n
         self.used += n

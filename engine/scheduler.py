@@ -287,7 +287,7 @@ class Scheduler:
             if r in preempted:
                 break
             pool.grow(r, c, grow)
-            self._take(r, n)
+            self._take(r, n, int(rs.remaining(r)))
             i += 1
         return preempted, cause
 
@@ -302,12 +302,12 @@ class Scheduler:
             cands = self.running
         return self.policy.victim(cands, rs.prio, rs.arrival)
 
-    def _take(self, i: int, n: int) -> None:
-        """Charge n tokens to the step budget (the top class uses its reserve first)."""
-        r = min(n, self.rem_r) if self.rs.is_top[i] else 0
+    def _take(self, i: int, n: int, remaining: int) -> None:
+        """Charge n of i's `remaining` tokens to the step budget (the top class uses its reserve first)."""
+        r = min(n, self.rem_r) if self.rem_r and self.rs.is_top[i] else 0
         self.rem_r -= r
         self.rem_s -= n - r
-        self.batch.add(i, n, r, int(self.rs.remaining(i)))
+        self.batch.add(i, n, r, remaining)
 
     def _evict(self, v: int, now: float) -> None:
         """Preempt a running request: free its blocks; recompute (progress lost) or swap."""
@@ -369,12 +369,11 @@ class Scheduler:
                 block_other = Reason.RESERVE
                 reasons.append(Reason.RESERVE)
                 continue
-            n = int(rs.remaining(w))
-            if lim.threshold:
-                n = min(n, lim.threshold)
+            seq, done = int(rs.prompt[w]) + int(rs.generated[w]), int(rs.computed[w])
+            n = seq - done if not lim.threshold else min(seq - done, lim.threshold)
             why = Reason.TOKEN_BUDGET if (not lim.chunked and n > avail) else Reason.NONE
             n = min(n, avail)
-            need = int(pool.blocks(rs.seq_len(w)))
+            need = pool.blocks(seq)
             if not why:
                 why = pool.shortfall(c, need, watermark=bool(self.running))
                 if why in (Reason.KV_SHORT, Reason.RESERVE) and pol.preempts_for_waiting:
@@ -391,7 +390,7 @@ class Scheduler:
                         break
                     block_other = Reason.HEAD_OF_LINE
                 continue
-            self._admit(w, c, n, now)
+            self._admit(w, c, n, now, done, seq - done)
             admitted.append(w)
             reasons.append(Reason.NONE)
         scanned = len(reasons)
@@ -408,7 +407,8 @@ class Scheduler:
         caps = self.lim.class_max_running
         return bool(caps) and caps[c] is not None and self.n_running_cls[c] >= caps[c]
 
-    def _admit(self, w: int, c: int, n: int, now: float) -> None:
+    def _admit(self, w: int, c: int, n: int, now: float, computed: int, remaining: int) -> None:
+        """Move w from the queue to the running list; allocate blocks for its first chunk only."""
         rs, pool = self.rs, self.pool
         self.queue.remove(w)
         self.running.append(w)
@@ -417,10 +417,10 @@ class Scheduler:
         rs.status[w] = RUNNING
         if rs.swapped[w]:
             rs.swapped[w] = False
-            self.swap_s += pool.blocks(rs.computed[w]) * self.lim.block_bytes / self.lim.swap_bytes_per_s
-        pool.grow(w, c, int(pool.blocks(rs.computed[w] + n) - pool.held[w]))
-        self._take(w, n)
-        if np.isnan(rs.first_sched[w]):
+            self.swap_s += pool.blocks(computed) * self.lim.block_bytes / self.lim.swap_bytes_per_s
+        pool.grow(w, c, pool.blocks(computed + n) - int(pool.held[w]))
+        self._take(w, n, remaining)
+        if rs.first_sched[w] != rs.first_sched[w]:  # NaN: first admission
             rs.first_sched[w] = now
         self.evicted.discard(w)
 
