@@ -467,12 +467,15 @@ class Scheduler:
         ids = step.ids
         if len(ids) == 0:
             return []
-        rs.computed[ids] += step.tokens
-        done = ids[step.tokens == step.remaining]
+        rs.computed[ids] = step.context + step.tokens
+        sampled = step.tokens == step.remaining  # the step completed the sequence: one new token
+        done = ids if sampled.all() else ids[sampled]
         gen = rs.generated[done] + 1
         rs.generated[done] = gen
-        first = done[gen == 1]
-        rs.first_token[first[np.isnan(rs.first_token[first])]] = t_end
+        first = gen == 1
+        if first.any():
+            new = done[first]
+            rs.first_token[new[np.isnan(rs.first_token[new])]] = t_end
         fin = done[gen >= rs.output[done]].tolist()
         for i in fin:
             c = int(rs.cls[i])
