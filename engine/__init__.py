@@ -7,7 +7,7 @@
 
 from .result import Result
 from .scenario import Scenario, ScenarioError, from_dict, load, scenario_names, to_yaml
-from .simulate import simulate
+from .simulation import simulate
 from .traces import TraceError
 
 __all__ = ["Result", "Scenario", "ScenarioError", "TraceError", "from_dict", "load", "scenario_names",

@@ -55,7 +55,7 @@ def scenario_from_args(name: str, sets: list[str], seed: int | None):
 
 
 def _run(args) -> int:
-    from .simulate import simulate
+    from .simulation import simulate
 
     sc = scenario_from_args(args.scenario, args.sets, args.seed)
     res = simulate(sc)
