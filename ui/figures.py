@@ -293,8 +293,8 @@ def memory_bar(total: float, weights: float, activations: float, kv: float, titl
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title_text="GiB per GPU", range=[0, total / GIB])
     fig.update_yaxes(showticklabels=False)
-    _style(fig, 200, title)
-    fig.update_layout(hovermode="closest")
+    _style(fig, 220, title)
+    fig.update_layout(hovermode="closest", legend=dict(y=-0.45))  # short figure: legend clear of the axis title
     return fig
 
 
