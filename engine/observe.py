@@ -29,14 +29,22 @@ class WaitLog:
         n = rs.n
         self.rs = rs
         self.alert_after_s = alert_after_s
-        self.cur = np.zeros(n, np.int8)
+        self.cur = np.zeros(n, np.int8)  # reason of the open segment (0: none open)
         self.wait_since = np.full(n, np.nan)
         self.inversion_s = np.zeros(n)
         self.inv_last = np.full(n, -2, np.int64)
         self.inv_episode = np.full(n, -1, np.int64)
         self.alerted = np.zeros(n, bool)
-        self.segments: list[tuple] = []
-        self._open: dict[int, list] = {}
+        # the open segment of each request, column by column
+        self.o_start = np.zeros(n)
+        self.o_need = np.full(n, -1, np.int64)
+        self.o_free = np.full(n, -1, np.int64)
+        self.o_blocker = np.full(n, -1, np.int64)
+        self.o_holders = np.full(n, -1, np.int64)  # index into `holder_texts`
+        self.o_eta = np.full(n, np.nan)
+        self.o_replica = np.zeros(n, np.int64)
+        self.closed: list[tuple[np.ndarray, ...]] = []  # closed segments, in chunks of columns
+        self.holder_texts: list[str] = []
         self.episodes: list[list] = []
         self.alerts: list[dict] = []
 
@@ -46,39 +54,56 @@ class WaitLog:
 
     def observe(self, replica, k: int, t: float, dt: float, step) -> None:
         rs = self.rs
-        for a in step.admitted:
-            self._close(a, t)
+        if step.admitted:
+            self._close(np.array(step.admitted, dtype=np.int64), t)
         w, codes = step.waiting, step.reasons
         if len(w):
             changed = np.flatnonzero(self.cur[w] != codes)
-            for j in changed.tolist():
-                self._reopen(replica, int(w[j]), int(codes[j]), t, step)
-            self.cur[w[changed]] = codes[changed]
+            if changed.size:
+                self._reopen(replica, w[changed], codes[changed], t, step, changed)
             if step.admitted:
                 self._inversions(k, t, dt, w, step.admitted)
         if self.alert_after_s is not None and len(w):
-            late = w[rs.is_top[w] & ~self.alerted[w] & (t - rs.arrival[w] >= self.alert_after_s)]
-            for i in late.tolist():
-                self._alert(replica, i, t, step)
+            late = np.flatnonzero(rs.is_top[w] & ~self.alerted[w] & (t - rs.arrival[w] >= self.alert_after_s))
+            for j in late.tolist():
+                self._alert(replica, int(w[j]), t, step, j)
 
-    def _reopen(self, replica, i: int, code: int, t: float, step) -> None:
-        first = self.cur[i] == 0
-        if not first:
-            self._close(i, t)
-        start = self.wait_since[i] if first else t
-        need, free = step.detail.get(i, (-1, -1))
-        holders, eta = "", np.nan
-        if code in (Reason.KV_SHORT, Reason.RESERVE) and need >= 0:
-            holders, eta = replica.holders_and_eta(max(need - free, 0))
-        blocker = step.blocker if code == Reason.HEAD_OF_LINE else -1
-        self._open[i] = [i, start, np.nan, code, need, free, blocker, holders, eta, replica.index]
+    def _reopen(self, replica, ids: np.ndarray, codes: np.ndarray, t: float, step, at: np.ndarray) -> None:
+        """Requests `ids` got new reasons at t: close their segments, open new ones."""
+        was_open = self.cur[ids] != 0
+        self._close(ids[was_open], t)
+        need, free = step.need[at], step.free[at]
+        self.o_start[ids] = np.where(was_open, t, self.wait_since[ids])
+        self.o_need[ids], self.o_free[ids] = need, free
+        self.o_blocker[ids] = np.where(codes == Reason.HEAD_OF_LINE, step.blocker, -1)
+        self.o_replica[ids] = replica.index
+        self.o_holders[ids], self.o_eta[ids] = -1, np.nan
+        kv = ((codes == Reason.KV_SHORT) | (codes == Reason.RESERVE)) & (need >= 0)
+        if kv.any():
+            text, eta = replica.holders_and_eta(np.maximum(need[kv] - free[kv], 0))
+            self.holder_texts.append(text)
+            self.o_holders[ids[kv]] = len(self.holder_texts) - 1
+            self.o_eta[ids[kv]] = eta
+        self.cur[ids] = codes
 
-    def _close(self, i: int, t: float) -> None:
-        seg = self._open.pop(i, None)
-        if seg is not None:
-            seg[2] = t
-            self.segments.append(tuple(seg))
-        self.cur[i] = 0
+    def _close(self, ids: np.ndarray, t: float) -> None:
+        ids = ids[self.cur[ids] != 0]
+        if ids.size:
+            self.closed.append((ids, self.o_start[ids], np.full(ids.size, t), self.cur[ids].copy(),
+                                self.o_need[ids], self.o_free[ids], self.o_blocker[ids], self.o_holders[ids],
+                                self.o_eta[ids], self.o_replica[ids]))
+            self.cur[ids] = 0
+
+    def segments(self) -> dict[str, np.ndarray]:
+        """All closed segments as columns (holders as text)."""
+        names = ["request", "start_s", "end_s", "code", "need_blocks", "free_blocks", "blocker", "holders",
+                 "eta_s", "replica"]
+        if not self.closed:
+            return {n: np.empty(0) for n in names}
+        cols = {n: np.concatenate([c[j] for c in self.closed]) for j, n in enumerate(names)}
+        texts = np.array(self.holder_texts + [""], dtype=object)
+        cols["holders"] = texts[cols["holders"]]  # index -1 → ""
+        return cols
 
     def _inversions(self, k: int, t: float, dt: float, w: np.ndarray, admitted: list[int]) -> None:
         rs = self.rs
@@ -100,10 +125,10 @@ class WaitLog:
             self.episodes.append([i, t, t + dt, 1, n_over, " ".join(map(str, by))])
         self.inv_last[inv] = k
 
-    def _alert(self, replica, i: int, t: float, step) -> None:
+    def _alert(self, replica, i: int, t: float, step, j: int) -> None:
         self.alerted[i] = True
         code = int(self.cur[i])
-        need, free = step.detail.get(i, (-1, -1))
+        need, free = int(step.need[j]), int(step.free[j])
         holders, eta = replica.holders_and_eta(max(need - free, 0)) if need >= 0 else ("", np.nan)
         self.alerts.append(
             {
@@ -120,5 +145,4 @@ class WaitLog:
         )
 
     def finish(self, t_end: float) -> None:
-        for i in list(self._open):
-            self._close(i, t_end)
+        self._close(np.flatnonzero(self.cur != 0), t_end)

@@ -25,8 +25,8 @@ class Reason(IntEnum):
 
 
 EXPLAIN: dict[Reason, str] = {
-    Reason.KV_SHORT: "not enough free KV blocks for its whole prompt (or the waiting pass was skipped "
-    "because a running request had to be preempted for blocks)",
+    Reason.KV_SHORT: "not enough free KV blocks for its whole prompt (or, at the head of the queue, the "
+    "waiting pass was skipped because a running request had to be preempted for blocks)",
     Reason.TOKEN_BUDGET: "this step's token budget (max_num_batched_tokens) was used up by earlier requests",
     Reason.MAX_SEQS: "the running set is at max_num_seqs",
     Reason.HEAD_OF_LINE: "queued behind a request that does not fit; admission stops there",

@@ -110,22 +110,22 @@ class Replica:
         )
 
     # -- observability --------------------------------------------------------------------
-    def holders_and_eta(self, short_by: int) -> tuple[str, float]:
-        """Top KV holders ("id:class:blocks" …) and the estimated seconds until `short_by` blocks free."""
+    def holders_and_eta(self, short_by) -> tuple[str, np.ndarray | float]:
+        """Top KV holders ("id:class:blocks" …) and the estimated seconds until `short_by` blocks
+        free (a number or an array of them; inf if the running requests cannot free that many)."""
         rs, held = self.rs, self.pool.held
         run = np.array(self.sched.running, dtype=np.int64)
+        short = np.asarray(short_by)
         if not len(run):
-            return "", 0.0
+            return "", (np.zeros(short.shape) if short.ndim else 0.0)
         blocks = held[run]
         top = run[np.argsort(-blocks, kind="stable")[:TOP_HOLDERS]]
         text = " ".join(f"{i}:{rs.class_names[rs.cls[i]]}:{held[i]}" for i in top.tolist() if held[i] > 0)
-        if short_by <= 0:
-            return text, 0.0
         prefill_left = np.maximum(rs.prompt[run] + rs.generated[run] - rs.computed[run] - 1, 0)
         steps_left = -(-prefill_left // self.sched.lim.budget) + (rs.output[run] - rs.generated[run])
         order = np.argsort(steps_left, kind="stable")
         freed = np.cumsum(blocks[order])
-        j = int(np.searchsorted(freed, short_by))
-        if j >= len(order):
-            return text, float("inf")
-        return text, float(steps_left[order[j]]) * max(self.dt, 1e-9)
+        j = np.searchsorted(freed, short)
+        when = np.append(steps_left[order], np.inf)[np.minimum(j, len(order))] * max(self.dt, 1e-9)
+        eta = np.where(short <= 0, 0.0, when)
+        return text, (eta if short.ndim else float(eta))

@@ -101,8 +101,9 @@ def _steps(steps: StepLog, names: list[str]) -> pd.DataFrame:
 
 
 def _waits(rs: Requests, log: WaitLog) -> pd.DataFrame:
-    cols = ["request", "start_s", "end_s", "code", "need_blocks", "free_blocks", "blocker", "holders", "eta_s", "replica"]
-    df = pd.DataFrame(log.segments, columns=cols)
+    df = pd.DataFrame(log.segments())
+    df = df.astype({"request": np.int64, "need_blocks": np.int64, "free_blocks": np.int64, "blocker": np.int64,
+                    "replica": np.int64, "code": np.int64})
     ids = df["request"].to_numpy(dtype=np.int64)
     df.insert(1, "class", pd.Categorical.from_codes(rs.cls[ids], categories=rs.class_names))
     df.insert(2, "priority", rs.prio[ids])

@@ -17,7 +17,7 @@ swap) are parameters of the same two phases, not separate code paths.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,7 +58,8 @@ class Step:
     preempted: list[int]
     waiting: np.ndarray
     reasons: np.ndarray
-    detail: dict[int, tuple[int, int]] = field(default_factory=dict)
+    need: np.ndarray  # per waiting request: KV blocks its whole sequence needs (−1: not checked)
+    free: np.ndarray  # per waiting request: blocks it could take when checked (−1: not checked)
     blocker: int = -1
     swap_s: float = 0.0
     reserve_idle: int = 0
@@ -67,6 +68,7 @@ class Step:
 _EMPTY = np.empty(0, np.int64)
 _NO_REASONS = np.empty(0, np.int8)
 _NONE = int(Reason.NONE)
+SKIP_SCAN_MIN_QUEUE = 32  # queues longer than this get the vectorised pre-filter (skipping policies)
 
 
 def _give(pool: int, want: np.ndarray) -> np.ndarray:
@@ -167,23 +169,28 @@ class Scheduler:
         preempted, cause = self._schedule_running(now)
         admitted: list[int] = []
         if not self.queue:
-            order, reasons, detail, blocker = _EMPTY, _NO_REASONS, {}, -1
-        elif preempted:
+            order, reasons, need, free, blocker = _EMPTY, _NO_REASONS, _EMPTY, _EMPTY, -1
+        elif preempted:  # no admission this step: the head waits for KV, the rest behind it
             order = np.array(self.queue.ids(), dtype=np.int64)
-            reasons = np.full(len(order), cause, np.int8)
-            detail, blocker = {}, -1
+            behind = Reason.HEAD_OF_LINE if self.policy.stops_at_misfit else cause
+            reasons = np.full(len(order), behind, np.int8)
+            reasons[0] = cause
+            need = free = np.full(len(order), -1, np.int64)
+            blocker = int(order[0])
         else:
-            order, reasons, detail, blocker, admitted = self._schedule_waiting(now)
+            order, reasons, need, free, blocker, admitted = self._schedule_waiting(now)
         late = [v for v in self.evicted_now if v not in set(order.tolist())]
         if late:  # evicted in Phase B (preempt policy), after the queue was read: waiting too
+            more = np.full(len(late), -1, np.int64)
             order = np.concatenate([order, np.array(late, dtype=np.int64)])
             reasons = np.concatenate([reasons, np.full(len(late), Reason.PREEMPTED, np.int8)])
+            need, free = np.concatenate([need, more]), np.concatenate([free, more])
         if self.evicted and len(order):
             reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
         ids, tokens, remaining = self.batch.arrays()
         idle = self.rem_r if (self.rem_r and self.rem_s == 0 and not lim.reserve_lendable) else 0
         return Step(ids, tokens, remaining, rs.computed[ids], admitted, self.evicted_now, order, reasons,
-                    detail, blocker, self.swap_s, int(idle))
+                    need, free, blocker, self.swap_s, int(idle))
 
     def _aged_key(self, i: int, now: float) -> tuple:
         rs = self.rs
@@ -334,40 +341,66 @@ class Scheduler:
 
     # -- Phase B: waiting requests ------------------------------------------------------------
     def _schedule_waiting(self, now: float):
+        """Walk the queue in order; returns (ids, reasons, need, free, blocker, admitted) of the
+        requests left waiting (need/free: KV blocks at their check, −1 where not checked).
+
+        A skipping policy (backfill) with a long queue first marks, in one vectorised pass, who
+        cannot fit in KV at all this step (room only shrinks during the pass, so they stay out)
+        and walks only the others; when seats or budget run out (or already have) it walks every
+        position, so decisions and reasons are those of the plain sequential walk."""
         rs, pool, pol, lim = self.rs, self.pool, self.policy, self.lim
         order = self.queue.ids()
-        reasons: list[int] = []
-        detail: dict[int, tuple[int, int]] = {}
+        n_w = len(order)
+        ids = np.array(order, dtype=np.int64)
+        codes = np.zeros(n_w, np.int8)
+        need_at = np.full(n_w, -1, np.int64)
+        free_at = np.full(n_w, -1, np.int64)
+        pre = None
+        limits_bind = len(self.running) >= lim.max_seqs or self.rem_s <= 0
+        if not pol.stops_at_misfit and lim.chunked and n_w > SKIP_SCAN_MIN_QUEUE and not limits_bind:
+            pre, pre_need = self._kv_reasons(ids)
+            walk = np.flatnonzero(pre == _NONE).tolist()
+            walked = np.zeros(n_w, bool)
+        else:
+            walk = list(range(n_w))
         admitted: list[int] = []
-        block_other = Reason.NONE
-        blocker = -1
-        closed: set[int] = set()
-        top_left = int(np.count_nonzero(rs.is_top[order])) if order else 0
-        tail = Reason.NONE
-        for w in order:
+        start = (pool.used, pool.used_other, pool.used_cls.copy(), bool(self.running))
+        adm_pos: list[int] = []
+        adm_blocks: list[int] = []
+        block_other, block_from, blocker = Reason.NONE, n_w, -1
+        closed_at: dict[int, int] = {c: -1 for c in range(len(pool.used_cls)) if self._at_running_cap(c)}
+        top_left = int(np.count_nonzero(rs.is_top[ids]))
+        stop_at, tail, dense_from = n_w, Reason.NONE, n_w
+        k = 0
+        while k < len(walk):
+            p = walk[k]
+            k += 1
+            w = order[p]
+            if pre is not None:
+                walked[p] = True
             top = bool(rs.is_top[w])
             top_left -= top
             if len(self.running) >= lim.max_seqs and not self._evict_for_seat(w, now):
-                tail = Reason.MAX_SEQS
+                stop_at, tail = p, Reason.MAX_SEQS
                 break
             if not top and block_other:
-                reasons.append(block_other)
+                codes[p] = block_other
                 if top_left == 0:
-                    tail = block_other
+                    stop_at, tail = p + 1, block_other
                     break
                 continue
             c = int(rs.cls[w])
-            if c in closed or self._at_running_cap(c):
-                closed.add(c)
-                reasons.append(Reason.CLASS_CAP)
+            if c in closed_at or self._at_running_cap(c):
+                closed_at.setdefault(c, p)
+                codes[p] = Reason.CLASS_CAP
                 continue
             avail = self.rem_s + (self.rem_r if top else 0)
             if avail <= 0:
                 if top or self.rem_r == 0:
-                    tail = Reason.TOKEN_BUDGET
+                    stop_at, tail = p, Reason.TOKEN_BUDGET
                     break
-                block_other = Reason.RESERVE
-                reasons.append(Reason.RESERVE)
+                block_other, block_from = Reason.RESERVE, p
+                codes[p] = Reason.RESERVE
                 continue
             seq, done = int(rs.prompt[w]) + int(rs.generated[w]), int(rs.computed[w])
             n = seq - done if not lim.threshold else min(seq - done, lim.threshold)
@@ -379,36 +412,96 @@ class Scheduler:
                 if why in (Reason.KV_SHORT, Reason.RESERVE) and pol.preempts_for_waiting:
                     why = self._evict_for_blocks(w, c, need, now)
             if why:
-                reasons.append(why)
-                detail[w] = (need, pool.free_for(c, watermark=bool(self.running)))
-                if why == Reason.CLASS_CAP:
-                    closed.add(c)
-                elif pol.stops_at_misfit:
+                codes[p] = why
+                need_at[p], free_at[p] = need, pool.free_for(c, watermark=bool(self.running))
+                if pre is not None and dense_from == n_w and k < len(walk):
+                    # room shrank since the pre-filter: drop the candidates that no longer fit either
+                    rest = np.array(walk[k:], dtype=np.int64)
+                    walk = walk[:k] + rest[self._kv_reasons(ids[rest])[0] == _NONE].tolist()
+                # Over its class's KV cap: skipped (a smaller one of its class may still fit).
+                if why != Reason.CLASS_CAP and pol.stops_at_misfit:
                     blocker = w
                     if top or why != Reason.RESERVE:
-                        tail = Reason.HEAD_OF_LINE
+                        stop_at, tail = p + 1, Reason.HEAD_OF_LINE
                         break
-                    block_other = Reason.HEAD_OF_LINE
+                    block_other, block_from = Reason.HEAD_OF_LINE, p
                 continue
-            self._admit(w, c, n, now, done, seq - done)
+            adm_blocks.append(self._admit(w, c, n, now, done, seq - done))
+            adm_pos.append(p)
             admitted.append(w)
-            reasons.append(Reason.NONE)
-        scanned = len(reasons)
-        ids = np.array(order, dtype=np.int64)
-        codes = np.empty(len(order), np.int8)
-        codes[:scanned] = reasons
-        codes[scanned:] = tail
-        if admitted:
-            keep = codes != _NONE
-            return ids[keep], codes[keep], detail, blocker, admitted
-        return ids, codes, detail, blocker, admitted
+            if self._at_running_cap(c):
+                closed_at.setdefault(c, p)
+            if pre is not None and dense_from == n_w and (len(self.running) >= lim.max_seqs or self.rem_s <= 0):
+                dense_from = p + 1  # a global limit now binds: walk every later position
+                walk = walk[:k] + list(range(p + 1, n_w))
+        codes[stop_at:] = tail
+        if pre is not None:
+            admissions = (np.array(adm_pos, dtype=np.int64), np.array(adm_blocks, dtype=np.int64),
+                          rs.cls[np.array(admitted, dtype=np.int64)])
+            self._label_unwalked(ids, codes, need_at, free_at, walked, pre_need, min(stop_at, dense_from),
+                                 start, admissions, closed_at, block_other, block_from)
+        keep = codes != _NONE
+        if admitted or not keep.all():
+            ids, codes, need_at, free_at = ids[keep], codes[keep], need_at[keep], free_at[keep]
+        return ids, codes, need_at, free_at, blocker, admitted
+
+    def _kv_reasons(self, ids: np.ndarray):
+        """Vectorised `KVPool.shortfall` for whole sequences: (reason per request, blocks needed)."""
+        rs, pool = self.rs, self.pool
+        cls = rs.cls[ids]
+        need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
+        wm = pool.watermark if self.running else 0
+        out = np.zeros(len(ids), np.int8)
+        out[~rs.is_top[ids] & (need > pool.capacity - pool.reserve - pool.used_other)] = Reason.RESERVE
+        out[need + wm > pool.capacity - pool.used] = Reason.KV_SHORT
+        out[need > (pool.class_caps - pool.used_cls)[cls]] = Reason.CLASS_CAP
+        return out, need
+
+    def _label_unwalked(self, ids, codes, need_at, free_at, walked, pre_need, upto, start, admissions,
+                        closed_at, block_other, block_from):
+        """Reasons (and KV detail) for the requests the walk skipped, exactly as the sequential walk
+        would have found them at their turn: the pool as it stood after the admissions before them."""
+        rs, pool = self.rs, self.pool
+        pos = np.arange(len(ids))
+        q = np.flatnonzero(~walked & (pos < upto))
+        if q.size:
+            used0, other0, cls0, running0 = start
+            a_pos, a_blocks, a_cls = admissions
+            c = rs.cls[ids[q]]
+            top = rs.is_top[ids[q]]
+            k = np.searchsorted(a_pos, q)  # admissions before each position
+            before = lambda x: np.concatenate([[0], np.cumsum(x)])[k]  # noqa: E731
+            used = used0 + before(a_blocks)
+            other = other0 + before(a_blocks * ~pool.class_is_top[a_cls])
+            onehot = np.zeros((len(a_pos) + 1, len(cls0)), np.int64)
+            onehot[np.arange(1, len(a_pos) + 1), a_cls] = a_blocks
+            in_cls = cls0[c] + np.cumsum(onehot, axis=0)[k, c]
+            wm = np.where(running0 | (k > 0), pool.watermark, 0)
+            need = pre_need[q]
+            room_total = pool.capacity - used - wm
+            room_other = np.where(top, room_total, pool.capacity - pool.reserve - other)
+            room_cls = pool.class_caps[c] - in_cls
+            why = np.where(need > room_cls, Reason.CLASS_CAP,
+                           np.where(need > room_total, Reason.KV_SHORT, Reason.RESERVE)).astype(np.int8)
+            codes[q], need_at[q] = why, need
+            free_at[q] = np.maximum(0, np.minimum(np.minimum(room_total, room_other), room_cls))
+        rest = np.zeros(len(ids), bool)
+        rest[q] = True
+        cls = rs.cls[ids]
+        for cl, p in closed_at.items():
+            m = rest & (cls == cl) & (pos > p)
+            codes[m], need_at[m], free_at[m] = Reason.CLASS_CAP, -1, -1
+        if block_other:
+            m = rest & ~rs.is_top[ids] & (pos > block_from)
+            codes[m], need_at[m], free_at[m] = block_other, -1, -1
 
     def _at_running_cap(self, c: int) -> bool:
         caps = self.lim.class_max_running
         return bool(caps) and caps[c] is not None and self.n_running_cls[c] >= caps[c]
 
-    def _admit(self, w: int, c: int, n: int, now: float, computed: int, remaining: int) -> None:
-        """Move w from the queue to the running list; allocate blocks for its first chunk only."""
+    def _admit(self, w: int, c: int, n: int, now: float, computed: int, remaining: int) -> int:
+        """Move w from the queue to the running list; allocate blocks for its first chunk only
+        (returns how many)."""
         rs, pool = self.rs, self.pool
         self.queue.remove(w)
         self.running.append(w)
@@ -418,11 +511,13 @@ class Scheduler:
         if rs.swapped[w]:
             rs.swapped[w] = False
             self.swap_s += pool.blocks(computed) * self.lim.block_bytes / self.lim.swap_bytes_per_s
-        pool.grow(w, c, pool.blocks(computed + n) - int(pool.held[w]))
+        blocks = pool.blocks(computed + n) - int(pool.held[w])
+        pool.grow(w, c, blocks)
         self._take(w, n, remaining)
         if rs.first_sched[w] != rs.first_sched[w]:  # NaN: first admission
             rs.first_sched[w] = now
         self.evicted.discard(w)
+        return blocks
 
     def _lower(self, w: int) -> list[int]:
         return [i for i in self.running if self.rs.prio[i] > self.rs.prio[w]]

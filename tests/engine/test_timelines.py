@@ -115,9 +115,10 @@ def test_whole_prompt_gate(simulate_case):
 def test_fcfs_preempts_most_recent_and_skips_admission(simulate_case):
     """4 blocks of 2. t=0: A (4 tokens) and B (3 tokens) admitted, 2 blocks each. t=1: A needs a
     3rd block → FCFS evicts the most recently admitted, B (3 computed tokens lost). A grows; 1 block
-    is free and D (1 token) would fit, but nothing is admitted in a step that preempted.
-    t=2: B is back at the queue front, needs 2 blocks for prompt+1 output, 1 free → stop (D behind:
-    head_of_line). A finishes at t=3; B (recompute 4 tokens) and D are admitted at t=3."""
+    is free and D (1 token) would fit, but nothing is admitted in a step that preempted: B, now at
+    the queue front, waits (preempted) and D behind it head_of_line. t=2: B needs 2 blocks for
+    prompt+1 output, 1 free → stop (D still head_of_line). A finishes at t=3; B (recompute 4
+    tokens) and D are admitted at t=3."""
     case = {"P0": (0, [(0.0, 4, 3), (0.0, 3, 3), (0.5, 1, 1)])}
     res = simulate_case(case, blocks=4, block_size=2)
     a, b, d = (row(res, "P0", k) for k in range(3))
@@ -125,7 +126,7 @@ def test_fcfs_preempts_most_recent_and_skips_admission(simulate_case):
     assert (b.preemptions, b.recomputed_tokens, b.first_token_s, b.finish_s) == (1, 3, 1.0, 5.0)
     assert (d.first_scheduled_s, d.first_token_s) == (3.0, 4.0)
     assert waits_of(res, b.id) == [(1.0, 3.0, "preempted")]
-    assert waits_of(res, d.id) == [(0.5, 2.0, "kv_short"), (2.0, 3.0, "head_of_line")]
+    assert waits_of(res, d.id) == [(0.5, 3.0, "head_of_line")]
     assert res.steps["preempted"].tolist()[:2] == [0, 1]
     assert res.steps["admitted"].tolist()[:4] == [2, 0, 0, 2]
 
