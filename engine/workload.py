@@ -118,6 +118,20 @@ def _column(path: str, column: str) -> np.ndarray:
     return v
 
 
+def expected_requests(sc: Scenario) -> float:
+    """Mean number of synthetic arrivals (trace rows not counted): a cheap size check before a run."""
+    total = 0.0
+    for spec in sc.classes.values():
+        a = spec.arrival
+        if a.process == "times":
+            total += sum(t < sc.duration_s for t in a.times or ())
+            continue
+        span = max(sc.duration_s - a.start_s, 0.0)
+        share = a.on_s / (a.on_s + a.off_s) if a.process == "on_off" else 1.0
+        total += a.rate * span * share
+    return total
+
+
 # ---------------------------------------------------------------------------------------------
 # Building the workload
 

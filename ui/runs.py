@@ -19,7 +19,7 @@ from .variants import baseline
 from .work import run_json, summary_json
 
 
-@st.cache_data(max_entries=64, show_spinner="Simulating…")
+@st.cache_data(max_entries=64, max_size="600MB", show_spinner="Simulating…")
 def _cached_run(key: str) -> Result:
     return run_json(key)
 

@@ -16,10 +16,12 @@ import streamlit as st
 
 from engine import Result, ScenarioError, TraceError, scenario_names, to_yaml
 from engine.scenario import Scenario, load_raw
+from engine.workload import expected_requests
 
 from . import codec, runs, uploads
 
 UPLOAD_KEY = "_upload_raw"
+APP_MAX_REQUESTS = 50_000  # keeps one interactive run to a few seconds; the CLI has no such limit
 _frame = threading.local()  # the Lab of the run in progress on this script thread
 _RETRIED = "_lab_legacy_retried"
 SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations", ":material/shield:"),
@@ -219,6 +221,10 @@ def _resolve(raw: dict, values: dict) -> tuple[Scenario, str | None]:
     """The controls' scenario, or the preset's when the combination cannot run (with why)."""
     try:
         sc = codec.scenario(raw, values)
+        size = expected_requests(sc)
+        if size > APP_MAX_REQUESTS:
+            raise ScenarioError(f"it would simulate about {size:,.0f} requests; the app runs at most "
+                                f"{APP_MAX_REQUESTS:,} (lower a rate or the duration, or use the CLI)")
         runs.result(sc)
         return sc, None
     except (ScenarioError, TraceError) as err:

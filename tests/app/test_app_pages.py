@@ -142,3 +142,13 @@ def test_sweep_runs_and_marks_the_result():
     assert not at.exception
     assert at.success or at.warning
     assert at.get("plotly_chart")
+
+
+def test_a_run_too_big_for_the_app_falls_back_with_a_warning():
+    """A share link asking for ~1.8M requests must not hang the page: warning + preset values."""
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["p1_rate"] = "10000"
+    at.run()
+    assert not at.exception
+    warned = " ".join(w.value for w in at.warning)
+    assert "at most 50,000" in warned and "requests" in warned

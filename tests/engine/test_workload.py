@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from engine import from_dict, simulate
+from engine import from_dict, load, simulate
 from engine.scenario import Arrival, Length
 from engine.workload import Z90, arrivals, build, lengths, rng_for
 
@@ -261,3 +261,14 @@ def test_split_pieces_after_a_rejected_piece_are_not_left_pending():
     # the request as a whole is over: no row may be left pending, and each non-finished row says why
     assert set(r["status"].astype(str)) <= {"finished", "rejected", "unfinished"}
     assert (r.loc[r["status"] != "finished", "reason"].str.len() > 0).all()
+
+
+def test_expected_requests_is_the_mean_arrival_count():
+    from engine.workload import expected_requests
+
+    sc = load("default")
+    assert expected_requests(sc) == pytest.approx((0.5 + 3 + 0.05) * 90)
+    sc = from_dict({"duration_s": 10, "classes": {
+        "A": {"arrival": {"process": "times", "times": [1, 2, 30]}},
+        "B": {"arrival": {"process": "on_off", "rate": 4, "on_s": 1, "off_s": 3, "start_s": 2}}}})
+    assert expected_requests(sc) == pytest.approx(2 + 4 * 8 * 0.25)
