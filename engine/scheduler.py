@@ -125,6 +125,7 @@ class Scheduler:
         self.evicted: set[int] = set()
         self.n_running_cls = np.zeros(len(pool.used_cls), np.int64)
         self._counter = 0
+        self._running_caps = any(cap is not None for cap in limits.class_max_running)
         # Arrival check, done once for all requests: can prompt + max_tokens ever fit this engine?
         view = np.array([pool.view_capacity(c) for c in range(len(pool.used_cls))], dtype=np.int64)
         budget = np.where(rs.is_top, limits.budget, limits.budget - limits.token_reserve)
@@ -364,11 +365,13 @@ class Scheduler:
         else:
             walk = list(range(n_w))
         admitted: list[int] = []
-        start = (pool.used, pool.used_other, pool.used_cls.copy(), bool(self.running))
+        start = (pool.used, pool.used_other, pool.used_cls.copy(), bool(self.running)) if pre is not None else None
         adm_pos: list[int] = []
         adm_blocks: list[int] = []
         block_other, block_from, blocker = Reason.NONE, n_w, -1
-        closed_at: dict[int, int] = {c: -1 for c in range(len(pool.used_cls)) if self._at_running_cap(c)}
+        closed_at: dict[int, int] = {}
+        if self._running_caps:
+            closed_at = {c: -1 for c in range(len(pool.used_cls)) if self._at_running_cap(c)}
         top_left = int(np.count_nonzero(rs.is_top[ids]))
         stop_at, tail, dense_from = n_w, Reason.NONE, n_w
         k = 0
@@ -496,8 +499,10 @@ class Scheduler:
             codes[m], need_at[m], free_at[m] = block_other, -1, -1
 
     def _at_running_cap(self, c: int) -> bool:
-        caps = self.lim.class_max_running
-        return bool(caps) and caps[c] is not None and self.n_running_cls[c] >= caps[c]
+        if not self._running_caps:
+            return False
+        cap = self.lim.class_max_running[c]
+        return cap is not None and self.n_running_cls[c] >= cap
 
     def _admit(self, w: int, c: int, n: int, now: float, computed: int, remaining: int) -> int:
         """Move w from the queue to the running list; allocate blocks for its first chunk only
