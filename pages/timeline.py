@@ -25,9 +25,9 @@ def view() -> None:
     req = res.requests
     lanes = (figures.default_lanes(req, res.waits, top_prio, limit=400) if mode.startswith("Top")
              else req.sort_values("arrival_s")["id"].head(400).tolist())
-    keep = set(req.loc[req["class"].isin(classes), "id"])
-    in_window = req[(req["arrival_s"] <= window[1]) & (req["finish_s"].fillna(t_end) >= window[0])]["id"]
-    lanes = [i for i in lanes if i in keep and i in set(in_window)]
+    shown = req["class"].isin(classes) & (req["arrival_s"] <= window[1]) & (req["finish_s"].fillna(t_end) >= window[0])
+    keep = set(req.loc[shown, "id"])
+    lanes = [i for i in lanes if i in keep]
     top_ids = [i for i in lanes if req.at[i, "priority"] == top_prio] or lanes
     pick = st.selectbox("Read a request's story", top_ids, key="tl_pick", index=None,
                         format_func=lambda i: f"#{i} {req.at[i, 'class']} · TTFT {text.seconds(req.at[i, 'ttft_s'])}",
