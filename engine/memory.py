@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .presets import GIB, GPUS, MODELS, Gpu, Model
-from .scenario import Hardware, ModelSpec, Scenario
+from .scenario import Hardware, ModelSpec, Scenario, ScenarioError
 
 
 def resolve_gpu(hw: Hardware) -> Gpu:
@@ -75,8 +75,6 @@ class MemoryBreakdown:
 
 def breakdown(sc: Scenario) -> MemoryBreakdown:
     """Memory per GPU and the KV blocks it leaves; raises ScenarioError if nothing is left."""
-    from .scenario import ScenarioError
-
     gpu, model, tp = resolve_gpu(sc.hardware), resolve_model(sc.model), sc.hardware.num_gpus
     total = gpu.memory_gib * GIB
     usable = total * sc.hardware.gpu_memory_utilization

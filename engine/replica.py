@@ -19,7 +19,7 @@ from .state import Requests
 class StepLog:
     """Per-step time series, stored as flat rows (turned into the `steps` frame at the end)."""
 
-    def __init__(self, n_classes: int):
+    def __init__(self):
         self.rows: list[tuple] = []
         self.running: list[np.ndarray] = []  # per class, one array per step
         self.waiting: list[np.ndarray] = []

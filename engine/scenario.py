@@ -424,15 +424,3 @@ def get_dotted(data: dict[str, Any], dotted: str, default: Any = None) -> Any:
             return default
         node = node[part]
     return node
-
-
-def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{dotted.key: leaf value} for every leaf of nested mappings (lists are leaves)."""
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out

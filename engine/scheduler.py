@@ -272,9 +272,8 @@ class Scheduler:
         while i < len(running) and self.rem_s + self.rem_r > 0:
             r = running[i]
             c = int(rs.cls[r])
-            n = int(rs.remaining(r))
-            if self.lim.threshold:
-                n = min(n, self.lim.threshold)
+            left = int(rs.remaining(r))
+            n = min(left, self.lim.threshold) if self.lim.threshold else left
             n = min(n, self.rem_s + (self.rem_r if rs.is_top[r] else 0))
             if n <= 0:
                 i += 1
@@ -295,7 +294,7 @@ class Scheduler:
             if r in preempted:
                 break
             pool.grow(r, c, grow)
-            self._take(r, n, int(rs.remaining(r)))
+            self._take(r, n, left)
             i += 1
         return preempted, cause
 

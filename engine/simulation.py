@@ -84,7 +84,7 @@ def simulate(sc: Scenario) -> Result:
     cost = make_step_cost(sc.cost, mem)
     env = simpy.Environment()
     log = WaitLog(rs, sc.mitigations.alert_after_s)
-    steps = StepLog(len(names))
+    steps = StepLog()
     replicas: list[Replica] = []
     by_class_replicas = _allowed_replicas(sc, names)
 
