@@ -12,6 +12,7 @@ import simpy
 from .cost import StepCost
 from .kv import KVPool
 from .observe import TOP_HOLDERS, WaitLog
+from .running import COMP, END, SEQ
 from .scheduler import Scheduler, Step
 from .state import Requests
 
@@ -21,11 +22,11 @@ class StepLog:
 
     def __init__(self):
         self.rows: list[tuple] = []
-        self.running: list[np.ndarray] = []  # per class, one array per step
+        self.running: list[list[int]] = []  # per class, one list per step
         self.waiting: list[np.ndarray] = []
         self.kv: list[np.ndarray] = []
 
-    def add(self, row: tuple, running: np.ndarray, waiting: np.ndarray, kv: np.ndarray) -> None:
+    def add(self, row: tuple, running: list[int], waiting: list[int], kv: list[int]) -> None:
         self.rows.append(row)
         self.running.append(running)
         self.waiting.append(waiting)
@@ -43,7 +44,7 @@ class Replica:
         self.dt = 0.0
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
-        self._no_waiting = np.zeros(len(self.pool.used_cls), np.int64)
+        self._no_waiting = [0] * len(self.pool.used_cls)
 
     @property
     def load(self) -> int:
@@ -93,18 +94,14 @@ class Replica:
                 self.on_finish(i, env.now)
 
     def _step_time(self, step: Step) -> float:
-        tok, ctx = step.tokens, step.context
-        attn = float(tok @ ctx) + 0.5 * float(tok @ tok)
-        return self.cost(int(tok.sum()), attn, int(ctx.sum())) + step.swap_s
+        return self.cost(step.tokens, step.attn, step.context) + step.swap_s
 
-    def _record(self, now: float, step: Step, kv_used: int, kv_cls: np.ndarray, running: np.ndarray) -> None:
+    def _record(self, now: float, step: Step, kv_used: int, kv_cls: list[int], running: list[int]) -> None:
         """One row per step; KV and running counts are those during the step (before it finished)."""
-        rs, tok = self.rs, step.tokens
-        decode = int(tok[step.context >= rs.prompt[step.ids]].sum()) if len(tok) else 0
-        n_cls = len(self.pool.used_cls)
-        waiting = np.bincount(rs.cls[step.waiting], minlength=n_cls) if len(step.waiting) else self._no_waiting
+        waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(kv_cls)).tolist() if len(step.waiting) \
+            else self._no_waiting
         self.steps.add(
-            (self.index, now, self.dt, int(tok.sum()) - decode, decode, len(tok), len(step.admitted),
+            (self.index, now, self.dt, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
              len(step.preempted), kv_used, self.pool.capacity - kv_used, step.reserve_idle),
             running, waiting, kv_cls,
         )
@@ -113,16 +110,16 @@ class Replica:
     def holders_and_eta(self, short_by) -> tuple[str, np.ndarray | float]:
         """Top KV holders ("id:class:blocks" …) and the estimated seconds until `short_by` blocks
         free (a number or an array of them; inf if the running requests cannot free that many)."""
-        rs, held = self.rs, self.pool.held
-        run = np.array(self.sched.running, dtype=np.int64)
+        rs, run = self.rs, self.sched.run
         short = np.asarray(short_by)
-        if not len(run):
+        if not run:
             return "", (np.zeros(short.shape) if short.ndim else 0.0)
-        blocks = held[run]
-        top = run[np.argsort(-blocks, kind="stable")[:TOP_HOLDERS]]
-        text = " ".join(f"{i}:{rs.class_names[rs.cls[i]]}:{held[i]}" for i in top.tolist() if held[i] > 0)
-        prefill_left = np.maximum(rs.prompt[run] + rs.generated[run] - rs.computed[run] - 1, 0)
-        steps_left = -(-prefill_left // self.sched.lim.budget) + (rs.output[run] - rs.generated[run])
+        blocks = run.held(self.pool.block_size)
+        top = np.argsort(-blocks, kind="stable")[:TOP_HOLDERS]
+        text = " ".join(f"{run.ids[p]}:{rs.class_names[run.cls[p]]}:{blocks[p]}" for p in top.tolist() if blocks[p] > 0)
+        seq = run.row(SEQ)
+        prefill_left = np.maximum(seq - run.row(COMP) - 1, 0)
+        steps_left = -(-prefill_left // self.sched.lim.budget) + (run.row(END) - seq)
         order = np.argsort(steps_left, kind="stable")
         freed = np.cumsum(blocks[order])
         j = np.searchsorted(freed, short)

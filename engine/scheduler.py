@@ -25,6 +25,7 @@ from .kv import KVPool
 from .policies import Policy
 from .queue import WaitingQueue
 from .reasons import Reason
+from .running import COMP, END, FROM_R, ONEHOT, PROMPT, SEQ, TOK, TOP, RunningSet
 from .state import FINISHED, RUNNING, WAITING, Requests
 
 
@@ -46,28 +47,28 @@ class Limits:
     block_bytes: float = 0.0
 
 
-@dataclass
 class Step:
-    """What one step scheduled, and how the requests left waiting stand."""
+    """What one step scheduled (as totals), and how the requests left waiting stand."""
 
-    ids: np.ndarray
-    tokens: np.ndarray
-    remaining: np.ndarray
-    context: np.ndarray
-    admitted: list[int]
-    preempted: list[int]
-    waiting: np.ndarray
-    reasons: np.ndarray
-    need: np.ndarray  # per waiting request: KV blocks its whole sequence needs (−1: not checked)
-    free: np.ndarray  # per waiting request: blocks it could take when checked (−1: not checked)
-    blocker: int = -1
-    swap_s: float = 0.0
-    reserve_idle: int = 0
+    __slots__ = ("tokens", "decode", "batch", "context", "attn", "admitted", "preempted", "waiting", "reasons",
+                 "need", "free", "blocker", "swap_s", "reserve_idle")
+
+    def __init__(self, tokens: int, decode: int, batch: int, context: int, attn: float, admitted: list[int],
+                 preempted: list[int], waiting: np.ndarray, reasons: np.ndarray, need: np.ndarray,
+                 free: np.ndarray, blocker: int = -1, swap_s: float = 0.0, reserve_idle: int = 0):
+        self.tokens, self.decode, self.batch = tokens, decode, batch  # tokens, of them decode, requests
+        self.context, self.attn = context, attn  # KV read (tokens) and attention work (token pairs)
+        self.admitted, self.preempted = admitted, preempted
+        self.waiting, self.reasons = waiting, reasons
+        self.need = need  # per waiting request: KV blocks its whole sequence needs (−1: not checked)
+        self.free = free  # per waiting request: blocks it could take when checked (−1: not checked)
+        self.blocker, self.swap_s, self.reserve_idle = blocker, swap_s, reserve_idle
 
 
 _EMPTY = np.empty(0, np.int64)
 _NO_REASONS = np.empty(0, np.int8)
 _NONE = int(Reason.NONE)
+_NEVER = 1 << 62
 SKIP_SCAN_MIN_QUEUE = 32  # queues longer than this get the vectorised pre-filter (skipping policies)
 
 
@@ -77,57 +78,24 @@ def _give(pool: int, want: np.ndarray) -> np.ndarray:
     return np.minimum(want, np.maximum(pool - before, 0))
 
 
-class Batch:
-    """Tokens given out this step: one vectorised block (Phase A) plus single additions."""
-
-    def __init__(self):
-        self.ids = self.tokens = self.from_reserve = self.remaining = _EMPTY
-        self.extra: dict[int, tuple[int, int, int]] = {}
-
-    def set_block(self, ids, tokens, from_reserve, remaining) -> None:
-        self.ids, self.tokens, self.from_reserve, self.remaining = ids, tokens, from_reserve, remaining
-
-    def add(self, i: int, n: int, r: int, remaining: int) -> None:
-        self.extra[i] = (n, r, remaining)
-
-    def pop(self, i: int) -> tuple[int, int] | None:
-        """Take back what request i was given (it is being evicted): (tokens, from reserve)."""
-        if i in self.extra:
-            return self.extra.pop(i)[:2]
-        hit = np.flatnonzero(self.ids == i)
-        if not hit.size:
-            return None
-        j = int(hit[0])
-        given = (int(self.tokens[j]), int(self.from_reserve[j]))
-        keep = self.ids != i
-        self.ids, self.tokens = self.ids[keep], self.tokens[keep]
-        self.from_reserve, self.remaining = self.from_reserve[keep], self.remaining[keep]
-        return given
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids, tokens, tokens remaining before the step) of everything scheduled."""
-        if not self.extra:
-            return self.ids, self.tokens, self.remaining
-        n = len(self.extra)
-        ids = np.fromiter(self.extra, np.int64, n)
-        tok = np.fromiter((v[0] for v in self.extra.values()), np.int64, n)
-        rem = np.fromiter((v[2] for v in self.extra.values()), np.int64, n)
-        return (np.concatenate([self.ids, ids]), np.concatenate([self.tokens, tok]),
-                np.concatenate([self.remaining, rem]))
-
-
 class Scheduler:
     def __init__(self, rs: Requests, pool: KVPool, policy: Policy, limits: Limits):
         self.rs, self.pool, self.policy, self.lim = rs, pool, policy, limits
+        n_cls = len(pool.used_cls)
         self.queue = WaitingQueue()
-        self.running: list[int] = []
-        self._run_cache: tuple | None = None  # (ids, cls, top) of `running`; None after a change
+        self.run = RunningSet(n_cls, min(limits.max_seqs, 1024))
+        self.running = self.run.ids  # the running order (the same list, for readers)
         self.evicted: set[int] = set()
-        self.n_running_cls = np.zeros(len(pool.used_cls), np.int64)
+        self.n_running_cls = [0] * n_cls
         self._counter = 0
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
+        # Kept up to date as requests come and go, so a decode step needs no pass over the rows:
+        self._ctx = 0  # Σ computed tokens of the running requests
+        self._n_dec = 0  # running requests in decode (prompt done, one token to compute)
+        self._fin_in = _NEVER  # lower bound on the outputs any running request still has to sample
+        self._fast = False  # this step is a decode step plus admissions (totals kept as scalars)
         # Arrival check, done once for all requests: can prompt + max_tokens ever fit this engine?
-        view = np.array([pool.view_capacity(c) for c in range(len(pool.used_cls))], dtype=np.int64)
+        view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
         budget = np.where(rs.is_top, limits.budget, limits.budget - limits.token_reserve)
         self._never = (pool.blocks(rs.prompt + rs.output - 1) > view[rs.cls]) | (
             (rs.prompt > budget) if not limits.chunked else False)
@@ -162,9 +130,9 @@ class Scheduler:
             self.queue.rekey(lambda i: self._aged_key(i, now))
         if lim.inheritance and self._top_blocked_on_kv():
             self._boost_holders()
-        self.batch = Batch()
         self.swap_s = 0.0
         self.evicted_now: list[int] = []
+        self._fast = False
         self.rem_r = self._reserve_now()
         self.rem_s = lim.budget - self.rem_r
         preempted, cause = self._schedule_running(now)
@@ -180,18 +148,30 @@ class Scheduler:
             blocker = int(order[0])
         else:
             order, reasons, need, free, blocker, admitted = self._schedule_waiting(now)
-        late = [v for v in self.evicted_now if v not in set(order.tolist())]
-        if late:  # evicted in Phase B (preempt policy), after the queue was read: waiting too
-            more = np.full(len(late), -1, np.int64)
-            order = np.concatenate([order, np.array(late, dtype=np.int64)])
-            reasons = np.concatenate([reasons, np.full(len(late), Reason.PREEMPTED, np.int8)])
-            need, free = np.concatenate([need, more]), np.concatenate([free, more])
+        if self.evicted_now:
+            late = [v for v in self.evicted_now if v not in set(order.tolist())]
+            if late:  # evicted in Phase B (preempt policy), after the queue was read: waiting too
+                more = np.full(len(late), -1, np.int64)
+                order = np.concatenate([order, np.array(late, dtype=np.int64)])
+                reasons = np.concatenate([reasons, np.full(len(late), Reason.PREEMPTED, np.int8)])
+                need, free = np.concatenate([need, more]), np.concatenate([free, more])
         if self.evicted and len(order):
             reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
-        ids, tokens, remaining = self.batch.arrays()
+        tokens, decode, batch, context, dot, sq = self._agg if self._fast else self._totals()
         idle = self.rem_r if (self.rem_r and self.rem_s == 0 and not lim.reserve_lendable) else 0
-        return Step(ids, tokens, remaining, rs.computed[ids], admitted, self.evicted_now, order, reasons,
-                    need, free, blocker, self.swap_s, int(idle))
+        return Step(tokens, decode, batch, context, float(dot) + 0.5 * float(sq), admitted, self.evicted_now,
+                    order, reasons, need, free, blocker, self.swap_s, int(idle))
+
+    def _totals(self) -> tuple[int, int, int, int, int, int]:
+        """(tokens, decode tokens, requests, context tokens, Σ tokens·context, Σ tokens²) of the
+        step, from the rows (decode tokens: those of requests whose prompt is already in KV)."""
+        run = self.run
+        if not run:
+            return 0, 0, 0, 0, 0, 0
+        tok, comp = run.row(TOK), run.row(COMP)
+        on = tok > 0
+        return (int(tok.sum()), int(tok[comp >= run.row(PROMPT)].sum()), int(np.count_nonzero(on)),
+                int(comp[on].sum()), int(tok @ comp), int(tok @ tok))
 
     def _aged_key(self, i: int, now: float) -> tuple:
         rs = self.rs
@@ -200,13 +180,13 @@ class Scheduler:
 
     def _reserve_now(self) -> int:
         """Tokens held back for the top class this step (lendable: only while one needs them)."""
-        lim, rs = self.lim, self.rs
+        lim, rs, run = self.lim, self.rs, self.run
         if not lim.token_reserve:
             return 0
         if not lim.reserve_lendable:
             return lim.token_reserve
         waiting_top = any(rs.is_top[i] for i in self.queue.ids())
-        prefilling_top = any(rs.is_top[i] and rs.computed[i] < rs.prompt[i] for i in self.running)
+        prefilling_top = bool(np.any((run.row(TOP) == 1) & (run.row(COMP) < run.row(PROMPT))))
         return lim.token_reserve if (waiting_top or prefilling_top) else 0
 
     def _top_blocked_on_kv(self) -> bool:
@@ -217,45 +197,55 @@ class Scheduler:
 
     def _boost_holders(self) -> None:
         """Priority inheritance: lower-priority KV holders move to the front of the running order."""
-        rs, held = self.rs, self.pool.held
-        holders = [i for i in self.running if not rs.is_top[i] and held[i] > 0]
-        holders.sort(key=lambda i: -held[i])
-        rest = [i for i in self.running if rs.is_top[i] or held[i] == 0]
-        self.running = holders + rest
-        self._run_cache = None
+        top, run = self.rs.is_top, self.run
+        held = run.held(self.pool.block_size).tolist()
+        holders = [p for p, i in enumerate(run.ids) if not top[i] and held[p] > 0]
+        holders.sort(key=lambda p: -held[p])
+        rest = [p for p, i in enumerate(run.ids) if top[i] or held[p] == 0]
+        run.reorder(holders + rest)
 
     # -- Phase A: running requests ------------------------------------------------------------
     def _schedule_running(self, now: float) -> tuple[list[int], Reason]:
-        if not self.running:
+        run, pool = self.run, self.pool
+        n = len(run)
+        if not n:
             return [], Reason.NONE
-        rs, pool = self.rs, self.pool
-        if self._run_cache is None:
-            ids = np.array(self.running, dtype=np.int64)
-            self._run_cache = (ids, rs.cls[ids], rs.is_top[ids])
-        ids, cls, top = self._run_cache
-        computed = rs.computed[ids]
-        remaining = rs.prompt[ids] + rs.generated[ids] - computed
+        F, bs = run.F, pool.block_size
+        if self._n_dec == n and self.rem_r == 0 and n <= self.rem_s:
+            # Decode step: each request gets its one token; those whose computed tokens fill
+            # whole blocks need one more block.
+            grow = [0] * len(pool.used_cls)
+            for p in (F[COMP, :n] % bs == 0).nonzero()[0].tolist():
+                grow[run.cls[p]] += 1
+            if not pool.fits(grow):
+                return self._schedule_running_exact(now)
+            pool.add(grow)
+            F[TOK, :n] = 1
+            self.rem_s -= n
+            self._fast, self._n_a = True, n
+            self._agg = [n, n, n, self._ctx, self._ctx, n]
+            return [], Reason.NONE
+        comp = F[COMP, :n]
+        remaining = F[SEQ, :n] - comp
         need = np.minimum(remaining, self.lim.threshold) if self.lim.threshold else remaining
         demand = int(need.sum())
-        fits_all = self.rem_r == 0 and demand <= self.rem_s  # common: everyone gets all it needs
-        if fits_all:
-            from_r, from_s, alloc = None, need, need
+        if self.rem_r == 0 and demand <= self.rem_s:  # common: everyone gets all it needs
+            from_r, from_s, alloc = None, None, need
         else:
-            from_r, from_s = self._split(need, top)
+            from_r, from_s = self._split(need, F[TOP, :n])
             alloc = from_r + from_s
-        grow = pool.blocks(computed + alloc) - pool.held[ids]
-        total = int(grow.sum())
-        if not pool.fits_batch(cls, grow, total):
+        grow = (comp + alloc + (bs - 1)) // bs - (comp + (bs - 1)) // bs
+        per_class = (F[ONEHOT:, :n] @ grow).tolist()
+        if not pool.fits(per_class):
             return self._schedule_running_exact(now)
-        pool.grow_batch(ids, cls, grow, total)
-        if fits_all:
+        pool.add(per_class)
+        F[TOK, :n] = alloc
+        if from_r is None:
             self.rem_s -= demand
-            self.batch.set_block(ids, alloc, np.zeros(len(ids), np.int64), remaining)
-            return [], Reason.NONE
-        self.rem_r -= int(from_r.sum())
-        self.rem_s -= int(from_s.sum())
-        got = alloc > 0
-        self.batch.set_block(ids[got], alloc[got], from_r[got], remaining[got])
+        else:
+            F[FROM_R, :n] = from_r
+            self.rem_r -= int(from_r.sum())
+            self.rem_s -= int(from_s.sum())
         return [], Reason.NONE
 
     def _split(self, need: np.ndarray, top: np.ndarray):
@@ -265,37 +255,35 @@ class Scheduler:
 
     def _schedule_running_exact(self, now: float) -> tuple[list[int], Reason]:
         """The sequential vLLM loop, used when some growth does not fit (preemption)."""
-        rs, pool, running = self.rs, self.pool, self.running
+        run, pool, F = self.run, self.pool, self.run.F
         preempted: list[int] = []
         cause = Reason.NONE
-        i = 0
-        while i < len(running) and self.rem_s + self.rem_r > 0:
-            r = running[i]
-            c = int(rs.cls[r])
-            left = int(rs.remaining(r))
+        p = 0
+        while p < len(run) and self.rem_s + self.rem_r > 0:
+            r, c, top = run.ids[p], run.cls[p], bool(F[TOP, p])
+            comp = int(F[COMP, p])
+            left = int(F[SEQ, p]) - comp
             n = min(left, self.lim.threshold) if self.lim.threshold else left
-            n = min(n, self.rem_s + (self.rem_r if rs.is_top[r] else 0))
+            n = min(n, self.rem_s + (self.rem_r if top else 0))
             if n <= 0:
-                i += 1
+                p += 1
                 continue
-            grow = int(pool.blocks(rs.computed[r] + n) - pool.held[r])
+            grow = pool.blocks(comp + n) - pool.blocks(comp)
             while (why := pool.shortfall(c, grow)) != Reason.NONE:
                 cause = why
                 victim = self._victim(r, c, why)
-                vi = running.index(victim)
-                running.pop(vi)
-                self._run_cache = None
+                vi = run.ids.index(victim)
                 self._evict(victim, now)
                 preempted.append(victim)
-                if vi < i:
-                    i -= 1
+                if vi < p:
+                    p -= 1
                 if victim == r:
                     break
-            if r in preempted:
+            if preempted and preempted[-1] == r:
                 break
-            pool.grow(r, c, grow)
-            self._take(r, n, left)
-            i += 1
+            pool.grow(c, grow)
+            self._take(p, n, top)
+            p += 1
         return preempted, cause
 
     def _victim(self, r: int, c: int, why: Reason) -> int:
@@ -309,35 +297,57 @@ class Scheduler:
             cands = self.running
         return self.policy.victim(cands, rs.prio, rs.arrival)
 
-    def _take(self, i: int, n: int, remaining: int) -> None:
-        """Charge n of i's `remaining` tokens to the step budget (the top class uses its reserve first)."""
-        r = min(n, self.rem_r) if self.rem_r and self.rs.is_top[i] else 0
+    def _take(self, p: int, n: int, top: bool) -> None:
+        """Give the request at position p n tokens of the step budget (the top class uses its
+        reserve first)."""
+        r = min(n, self.rem_r) if self.rem_r and top else 0
         self.rem_r -= r
         self.rem_s -= n - r
-        self.batch.add(i, n, r, remaining)
+        F = self.run.F
+        F[TOK, p] = n
+        if r:
+            F[FROM_R, p] = r
 
     def _evict(self, v: int, now: float) -> None:
-        """Preempt a running request: free its blocks; recompute (progress lost) or swap."""
-        rs, pool = self.rs, self.pool
-        given = self.batch.pop(v)
-        if given is not None:
-            self.rem_r += given[1]
-            self.rem_s += given[0] - given[1]
-        c = int(rs.cls[v])
-        freed = pool.release(v, c)
+        """Preempt a running request: its tokens go back to the budget, its blocks are freed;
+        recompute (progress lost) or swap."""
+        rs, pool, run = self.rs, self.pool, self.run
+        p = run.ids.index(v)
+        F = run.F
+        tok, from_r, comp = int(F[TOK, p]), int(F[FROM_R, p]), int(F[COMP, p])
+        self.rem_r += from_r
+        self.rem_s += tok - from_r
+        c = run.cls[p]
+        freed = pool.blocks(comp + tok)
+        pool.release(c, freed)
+        self._leave(p)
         self.n_running_cls[c] -= 1
         rs.preemptions[v] += 1
         if self.lim.swap_bytes_per_s > 0:
             rs.swapped[v] = True
             self.swap_s += freed * self.lim.block_bytes / self.lim.swap_bytes_per_s
+            rs.computed[v] = comp
         else:
-            rs.recomputed[v] += rs.computed[v]
+            rs.recomputed[v] += comp
             rs.computed[v] = 0
         rs.status[v] = WAITING
         self._counter += 1
         self.queue.push(v, self.policy.requeue_key(int(rs.prio[v]), float(rs.arrival[v]), v, self._counter))
         self.evicted.add(v)
         self.evicted_now.append(v)
+        self._fast = False
+
+    def _leave(self, p: int) -> None:
+        """Take the request at position p out of the running set, writing its progress back."""
+        run, rs = self.run, self.rs
+        F = run.F
+        comp, seq, prompt = int(F[COMP, p]), int(F[SEQ, p]), int(F[PROMPT, p])
+        i = run.ids[p]
+        rs.computed[i], rs.generated[i] = comp, seq - prompt
+        self._ctx -= comp
+        if seq - comp == 1 and seq > prompt:
+            self._n_dec -= 1
+        run.remove_at(p)
 
     # -- Phase B: waiting requests ------------------------------------------------------------
     def _schedule_waiting(self, now: float):
@@ -364,7 +374,7 @@ class Scheduler:
         else:
             walk = list(range(n_w))
         admitted: list[int] = []
-        start = (pool.used, pool.used_other, pool.used_cls.copy(), bool(self.running)) if pre is not None else None
+        start = (pool.used, pool.used_other, np.array(pool.used_cls), bool(self.running)) if pre is not None else None
         adm_pos: list[int] = []
         adm_blocks: list[int] = []
         block_other, block_from, blocker = Reason.NONE, n_w, -1
@@ -456,7 +466,7 @@ class Scheduler:
         out = np.zeros(len(ids), np.int8)
         out[~rs.is_top[ids] & (need > pool.capacity - pool.reserve - pool.used_other)] = Reason.RESERVE
         out[need + wm > pool.capacity - pool.used] = Reason.KV_SHORT
-        out[need > (pool.class_caps - pool.used_cls)[cls]] = Reason.CLASS_CAP
+        out[need > (pool.class_caps - np.array(pool.used_cls))[cls]] = Reason.CLASS_CAP
         return out, need
 
     def _label_unwalked(self, ids, codes, need_at, free_at, walked, pre_need, upto, start, admissions,
@@ -504,23 +514,36 @@ class Scheduler:
         return cap is not None and self.n_running_cls[c] >= cap
 
     def _admit(self, w: int, c: int, n: int, now: float, computed: int, remaining: int) -> int:
-        """Move w from the queue to the running list; allocate blocks for its first chunk only
+        """Move w from the queue to the running set; allocate blocks for its first chunk only
         (returns how many)."""
         rs, pool = self.rs, self.pool
         self.queue.remove(w)
-        self.running.append(w)
-        self._run_cache = None
+        seq, prompt, top = computed + remaining, int(rs.prompt[w]), bool(rs.is_top[w])
+        end = prompt + int(rs.output[w])
+        p = self.run.add(w, c, computed, seq, prompt, end, top)
         self.n_running_cls[c] += 1
         rs.status[w] = RUNNING
         if rs.swapped[w]:
             rs.swapped[w] = False
             self.swap_s += pool.blocks(computed) * self.lim.block_bytes / self.lim.swap_bytes_per_s
-        blocks = pool.blocks(computed + n) - int(pool.held[w])
-        pool.grow(w, c, blocks)
-        self._take(w, n, remaining)
+        blocks = pool.blocks(computed + n)
+        pool.grow(c, blocks)
+        self._take(p, n, top)
         if rs.first_sched[w] != rs.first_sched[w]:  # NaN: first admission
             rs.first_sched[w] = now
         self.evicted.discard(w)
+        self._ctx += computed
+        if remaining == 1 and seq > prompt:
+            self._n_dec += 1
+        self._fin_in = min(self._fin_in, end - seq)
+        if self._fast:
+            agg = self._agg
+            agg[0] += n
+            agg[1] += n if computed >= prompt else 0
+            agg[2] += 1
+            agg[3] += computed
+            agg[4] += n * computed
+            agg[5] += n * n
         return blocks
 
     def _lower(self, w: int) -> list[int]:
@@ -533,17 +556,14 @@ class Scheduler:
         cands = self._lower(w)
         if not cands:
             return False
-        v = self.policy.victim(cands, self.rs.prio, self.rs.arrival)
-        self.running.remove(v)
-        self._run_cache = None
-        self._evict(v, now)
+        self._evict(self.policy.victim(cands, self.rs.prio, self.rs.arrival), now)
         return True
 
     def _evict_for_blocks(self, w: int, c: int, need: int, now: float) -> Reason:
         """`preempt` policy: evict lower-priority running requests until w's prompt fits."""
         rs, pool = self.rs, self.pool
         cands = self._lower(w)
-        freed = int(pool.held[cands].sum()) if cands else 0
+        freed = self._held_by(cands)
         wm = pool.watermark
         if need + wm > pool.free + freed or (
             not rs.is_top[w] and need > pool.capacity - pool.reserve - pool.used_other + freed
@@ -553,37 +573,87 @@ class Scheduler:
         while why in (Reason.KV_SHORT, Reason.RESERVE) and cands:
             v = self.policy.victim(cands, rs.prio, rs.arrival)
             cands.remove(v)
-            self.running.remove(v)
-            self._run_cache = None
             self._evict(v, now)
             why = pool.shortfall(c, need, watermark=bool(self.running))
         return why
 
+    def _held_by(self, ids: list[int]) -> int:
+        """Blocks the running requests `ids` hold now."""
+        if not ids:
+            return 0
+        held = self.run.held(self.pool.block_size)
+        pos = {i: p for p, i in enumerate(self.run.ids)}
+        return int(held[[pos[i] for i in ids]].sum())
+
     # -- after the step ---------------------------------------------------------------------
     def complete(self, step: Step, t_end: float) -> list[int]:
         """Apply a finished step: progress, sampled tokens, finished requests (blocks freed)."""
-        rs = self.rs
-        ids = step.ids
-        if len(ids) == 0:
+        run, rs = self.run, self.rs
+        n = len(run)
+        if not step.batch:
             return []
-        rs.computed[ids] = step.context + step.tokens
-        sampled = step.tokens == step.remaining  # the step completed the sequence: one new token
-        done = ids if sampled.all() else ids[sampled]
-        gen = rs.generated[done] + 1
-        rs.generated[done] = gen
-        first = gen == 1
-        if first.any():
-            new = done[first]
-            rs.first_token[new[np.isnan(rs.first_token[new])]] = t_end
-        fin = done[gen >= rs.output[done]].tolist()
-        for i in fin:
-            c = int(rs.cls[i])
-            self.pool.release(i, c)
+        F = run.F
+        if self._fast:  # decode rows move together; the few admitted requests one by one
+            na = self._n_a
+            F[COMP:SEQ + 1, :na] += 1
+            self._ctx += na
+            self._fin_in -= 1
+            check = self._fin_in <= 0
+            for p in range(na, n):
+                tok, comp, seq, prompt = int(F[TOK, p]), int(F[COMP, p]), int(F[SEQ, p]), int(F[PROMPT, p])
+                decoding = seq - comp == 1 and seq > prompt
+                comp += tok
+                F[COMP, p] = comp
+                self._ctx += tok
+                if comp == seq:  # the chunk completed the sequence: one new token
+                    seq += 1
+                    F[SEQ, p] = seq
+                    if not decoding:
+                        self._n_dec += 1
+                    i = run.ids[p]
+                    if seq - prompt == 1 and rs.first_token[i] != rs.first_token[i]:
+                        rs.first_token[i] = t_end
+                    left = int(F[END, p]) - seq
+                    if left <= 0:
+                        check = True
+                    else:
+                        self._fin_in = min(self._fin_in, left)
+            F[TOK:FROM_R + 1, :n] = 0
+            if not check:
+                return []
+            left = F[END, :n] - F[SEQ, :n]
+        else:
+            comp, seq = F[COMP, :n], F[SEQ, :n]
+            comp += F[TOK, :n]
+            self._ctx += step.tokens
+            sampled = comp == seq
+            seq += sampled
+            gen = seq - F[PROMPT, :n]
+            new = (sampled & (gen == 1)).nonzero()[0]
+            if len(new):
+                ids = np.array(run.ids, dtype=np.int64)[new]
+                rs.first_token[ids[np.isnan(rs.first_token[ids])]] = t_end
+            self._n_dec = int(np.count_nonzero((seq - comp == 1) & (gen > 0)))
+            F[TOK:FROM_R + 1, :n] = 0
+            left = F[END, :n] - seq
+        done = left <= 0
+        fin_pos = done.nonzero()[0].tolist()
+        self._fin_in = int(left[~done].min()) if len(fin_pos) < n else _NEVER
+        if not fin_pos:
+            return []
+        pool, bs = self.pool, self.pool.block_size
+        fin = [run.ids[p] for p in fin_pos]
+        for p, i in zip(fin_pos, fin):
+            c, comp, seq = run.cls[p], int(F[COMP, p]), int(F[SEQ, p])
+            pool.release(c, -(-comp // bs))
             self.n_running_cls[c] -= 1
             rs.status[i] = FINISHED
             rs.finish[i] = t_end
-        if fin:
-            for i in fin:
-                self.running.remove(i)
-            self._run_cache = None
+            rs.computed[i], rs.generated[i] = comp, seq - int(F[PROMPT, p])
+            self._ctx -= comp
+        self._n_dec -= len(fin)
+        if len(fin) == 1:
+            run.remove_at(fin_pos[0])
+        else:
+            run.keep(~done)
         return fin

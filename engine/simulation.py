@@ -95,7 +95,7 @@ def simulate(sc: Scenario) -> Result:
             route(j, t)
 
     for k in range(sc.replicas.count):
-        sched = Scheduler(rs, _pool(sc, mem, wl, rs.n), make_policy(sc.scheduler.policy), _limits(sc, mem, wl))
+        sched = Scheduler(rs, _pool(sc, mem, wl), make_policy(sc.scheduler.policy), _limits(sc, mem, wl))
         replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != REJECTED))
@@ -141,14 +141,13 @@ def _allowed_replicas(sc: Scenario, names: list[str]) -> list[list[int]]:
     return [sorted(set(pin.get(n, everyone))) for n in names]
 
 
-def _pool(sc: Scenario, mem, wl, n: int) -> KVPool:
+def _pool(sc: Scenario, mem, wl) -> KVPool:
     names = wl.class_names
     caps = np.array([sc.request_class(c).caps.max_kv_blocks or UNLIMITED for c in names], dtype=np.int64)
     is_top = wl.class_priority == wl.class_priority.min()
     return KVPool(
         capacity=mem.blocks,
         block_size=sc.kv.block_size,
-        n_requests=n,
         class_is_top=is_top,
         class_caps=caps,
         top_reserve=sc.mitigations.p0_kv_reserve if not is_top.all() else 0,
