@@ -92,12 +92,14 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
 def _steps(steps: StepLog, names: list[str]) -> pd.DataFrame:
     cols = ["replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_size", "admitted",
             "preempted", "kv_used", "kv_free", "reserve_idle"]
-    df = pd.DataFrame(steps.rows, columns=cols)
+    floats = {"t_s", "dt_s"}
+    columns = zip(*steps.rows) if steps.rows else [()] * len(cols)
+    data = {c: np.array(v, dtype=np.float64 if c in floats else np.int64) for c, v in zip(cols, columns)}
     for kind in ("running", "waiting", "kv"):
         per = np.array(getattr(steps, kind), dtype=np.int64).reshape(len(steps.rows), len(names))
         for j, name in enumerate(names):
-            df[f"{kind}_{name}"] = per[:, j]
-    return df
+            data[f"{kind}_{name}"] = per[:, j]
+    return pd.DataFrame(data)
 
 
 def _waits(rs: Requests, log: WaitLog) -> pd.DataFrame:

@@ -70,6 +70,7 @@ _NO_REASONS = np.empty(0, np.int8)
 _NONE = int(Reason.NONE)
 _NEVER = 1 << 62
 SKIP_SCAN_MIN_QUEUE = 32  # queues longer than this get the vectorised pre-filter (skipping policies)
+SHORT_QUEUE = 16  # queues up to this long keep their walk's results in lists, longer ones in arrays
 
 
 def _give(pool: int, want: np.ndarray) -> np.ndarray:
@@ -362,9 +363,6 @@ class Scheduler:
         order = self.queue.ids()
         n_w = len(order)
         ids = np.array(order, dtype=np.int64)
-        codes = np.zeros(n_w, np.int8)
-        need_at = np.full(n_w, -1, np.int64)
-        free_at = np.full(n_w, -1, np.int64)
         pre = None
         limits_bind = len(self.running) >= lim.max_seqs or self.rem_s <= 0
         if not pol.stops_at_misfit and lim.chunked and n_w > SKIP_SCAN_MIN_QUEUE and not limits_bind:
@@ -373,6 +371,11 @@ class Scheduler:
             walked = np.zeros(n_w, bool)
         else:
             walk = list(range(n_w))
+        short = n_w <= SHORT_QUEUE and pre is None  # per-position results as lists: cheaper for the usual short queue
+        if short:
+            codes, need_at, free_at = [0] * n_w, [-1] * n_w, [-1] * n_w
+        else:
+            codes, need_at, free_at = np.zeros(n_w, np.int8), np.full(n_w, -1, np.int64), np.full(n_w, -1, np.int64)
         admitted: list[int] = []
         start = (pool.used, pool.used_other, np.array(pool.used_cls), bool(self.running)) if pre is not None else None
         adm_pos: list[int] = []
@@ -424,7 +427,7 @@ class Scheduler:
                 if why in (Reason.KV_SHORT, Reason.RESERVE) and pol.preempts_for_waiting:
                     why = self._evict_for_blocks(w, c, need, now)
             if why:
-                codes[p] = why
+                codes[p] = int(why)
                 need_at[p], free_at[p] = need, pool.free_for(c, watermark=bool(self.running))
                 if pre is not None and dense_from == n_w and k < len(walk):
                     # room shrank since the pre-filter: drop the candidates that no longer fit either
@@ -446,6 +449,14 @@ class Scheduler:
             if pre is not None and dense_from == n_w and (len(self.running) >= lim.max_seqs or self.rem_s <= 0):
                 dense_from = p + 1  # a global limit now binds: walk every later position
                 walk = walk[:k] + list(range(p + 1, n_w))
+        if short:
+            codes[stop_at:] = [int(tail)] * (n_w - stop_at)
+            left = [p for p in range(n_w) if codes[p]]
+            if not left:
+                return _EMPTY, _NO_REASONS, _EMPTY, _EMPTY, blocker, admitted
+            return (ids[left], np.array([codes[p] for p in left], np.int8),
+                    np.array([need_at[p] for p in left], np.int64), np.array([free_at[p] for p in left], np.int64),
+                    blocker, admitted)
         codes[stop_at:] = tail
         if pre is not None:
             admissions = (np.array(adm_pos, dtype=np.int64), np.array(adm_blocks, dtype=np.int64),
