@@ -114,7 +114,7 @@ class Replica:
         short = np.asarray(short_by)
         if not run:
             return "", (np.zeros(short.shape) if short.ndim else 0.0)
-        blocks = run.held(self.pool.block_size)
+        blocks = run.held()
         top = np.argsort(-blocks, kind="stable")[:TOP_HOLDERS]
         text = " ".join(f"{run.ids[p]}:{rs.class_names[run.cls[p]]}:{blocks[p]}" for p in top.tolist() if blocks[p] > 0)
         seq = run.row(SEQ)

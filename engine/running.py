@@ -3,11 +3,23 @@
 Every step touches every running request (each gets a chunk or a decode token), so their
 progress lives in the rows of one int64 matrix: the scheduler reads and writes whole rows with a
 handful of numpy operations, and when a request leaves, one copy keeps every row aligned. The
-waiting and finished requests keep their state in `Requests`; a request's row values are copied
-back there when it leaves (`Scheduler._leave`).
+waiting and finished requests keep their state in `Requests`; a request's values are copied back
+there when it leaves (`Scheduler._leave`).
 
 Blocks are not stored: between steps a running request always holds exactly
 ceil(computed / block_size) blocks, and during a step ceil((computed + tokens) / block_size).
+
+Decode steps cost O(1). In a decode step every running request computes one token and samples
+the next, so COMP and SEQ of every row grow by one. `decode()` does not touch the rows: it adds
+one to `shift`, and the COMP and SEQ rows hold their values minus `shift` until `settled()`
+folds it in (anything that reads the rows asks for `settled()`). Two facts a decode step needs
+are kept up to date instead:
+- who needs a new block: a request whose computed tokens fill whole blocks, i.e. whose stored
+  COMP ≡ −shift (mod block size). `by_residue[r][c]` counts the requests of class c whose stored
+  COMP ≡ r.
+- when the next one finishes: END − stored SEQ does not change in decode steps, and `left_min`
+  is a lower bound on its minimum. A request finishes in the decode step that makes
+  END − SEQ = 0.
 """
 
 from __future__ import annotations
@@ -15,18 +27,23 @@ from __future__ import annotations
 import numpy as np
 
 COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ONEHOT = range(8)
-# COMP: tokens computed · SEQ: prompt + generated (COMP and SEQ are adjacent: one `+= 1` moves
-# both on a decode step) · TOK: tokens scheduled this step (0 between steps) · FROM_R: of those,
-# drawn from the top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top
-# class · ONEHOT + c: 1 if the request is of class c (per-class sums are one matrix product).
+# COMP: tokens computed · SEQ: prompt + generated (COMP and SEQ are adjacent, so one `+=` moves
+# both) · TOK: tokens scheduled this step (0 between steps) · FROM_R: of those, drawn from the
+# top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top class ·
+# ONEHOT + c: 1 if the request is of class c (per-class sums are one matrix product).
+
+NEVER = 1 << 62
 
 
 class RunningSet:
-    def __init__(self, n_classes: int, capacity: int = 64):
-        self.n_classes = n_classes
+    def __init__(self, n_classes: int, block_size: int, capacity: int = 64):
+        self.n_classes, self.bs = n_classes, block_size
         self.F = np.zeros((ONEHOT + n_classes, max(capacity, 1)), np.int64)
         self.ids: list[int] = []  # running order (admission order; inheritance may reorder)
         self.cls: list[int] = []  # class of each, same order
+        self.shift = 0
+        self.by_residue = [[0] * n_classes for _ in range(block_size)]
+        self.left_min = NEVER
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -34,38 +51,99 @@ class RunningSet:
     def __bool__(self) -> bool:
         return bool(self.ids)
 
-    def row(self, r: int) -> np.ndarray:
-        """A view of row r over the running requests."""
-        return self.F[r, : len(self.ids)]
+    # -- reading ------------------------------------------------------------------------------
+    def settled(self) -> np.ndarray:
+        """The matrix with every row at its true value (the pending decode shift folded in)."""
+        s = self.shift
+        if s:
+            self.F[COMP : SEQ + 1, : len(self.ids)] += s
+            r = s % self.bs
+            if r:
+                self.by_residue = self.by_residue[-r:] + self.by_residue[:-r]
+            self.left_min -= s
+            self.shift = 0
+        return self.F
 
-    def held(self, block_size: int) -> np.ndarray:
+    def row(self, r: int) -> np.ndarray:
+        """A view of row r over the running requests (true values)."""
+        return self.settled()[r, : len(self.ids)]
+
+    def held(self) -> np.ndarray:
         """Blocks each running request holds (during a step: including this step's chunk)."""
         n = len(self.ids)
-        return -(-(self.F[COMP, :n] + self.F[TOK, :n]) // block_size)
+        F = self.settled()
+        return -(-(F[COMP, :n] + F[TOK, :n]) // self.bs)
 
+    def comp_seq(self, p: int) -> tuple[int, int]:
+        """True (computed, prompt + generated) of the request at position p."""
+        return int(self.F[COMP, p]) + self.shift, int(self.F[SEQ, p]) + self.shift
+
+    # -- decode steps -------------------------------------------------------------------------
+    def crossings(self) -> list[int]:
+        """Per class: running requests whose computed tokens fill whole blocks (a decode token
+        needs a new block)."""
+        return self.by_residue[-self.shift % self.bs]
+
+    def decode(self) -> None:
+        """Every running request computed one token and sampled the next."""
+        self.shift += 1
+
+    def may_finish(self) -> bool:
+        return self.left_min - self.shift <= 0
+
+    def left(self) -> np.ndarray:
+        """Outputs each running request still has to sample (0: finished)."""
+        n = len(self.ids)
+        return self.F[END, :n] - self.F[SEQ, :n] - self.shift
+
+    # -- writing ------------------------------------------------------------------------------
     def add(self, i: int, c: int, comp: int, seq: int, prompt: int, end: int, top: bool) -> int:
         """Append request i at the end of the running order; returns its position."""
         p = len(self.ids)
         if p == self.F.shape[1]:
             self.F = np.concatenate([self.F, np.zeros_like(self.F)], axis=1)
-        col = [comp, seq, 0, 0, prompt, end, int(top)] + [0] * self.n_classes
+        s = self.shift
+        col = [comp - s, seq - s, 0, 0, prompt, end, int(top)] + [0] * self.n_classes
         col[ONEHOT + c] = 1
         self.F[:, p] = col
         self.ids.append(i)
         self.cls.append(c)
+        self.by_residue[(comp - s) % self.bs][c] += 1
+        self.left_min = min(self.left_min, end - seq + s)
         return p
+
+    def put(self, p: int, comp: int, seq: int) -> None:
+        """Set the true computed and sequence lengths of the request at position p."""
+        s, F, c = self.shift, self.F, self.cls[p]
+        self.by_residue[int(F[COMP, p]) % self.bs][c] -= 1
+        self.by_residue[(comp - s) % self.bs][c] += 1
+        F[COMP, p], F[SEQ, p] = comp - s, seq - s
+        self.left_min = min(self.left_min, int(F[END, p]) - seq + s)
+
+    def reindex(self) -> None:
+        """Recount `by_residue` and `left_min` from the rows (after rows were changed in bulk)."""
+        n, C = len(self.ids), self.n_classes
+        F = self.settled()
+        counts = np.bincount((F[COMP, :n] % self.bs) * C + np.array(self.cls, dtype=np.int64),
+                             minlength=self.bs * C)
+        self.by_residue = counts.reshape(self.bs, C).tolist()
+        self.left_min = int((F[END, :n] - F[SEQ, :n]).min()) if n else NEVER
 
     def remove_at(self, p: int) -> None:
         n = len(self.ids)
+        self.by_residue[int(self.F[COMP, p]) % self.bs][self.cls[p]] -= 1
         self.F[:, p : n - 1] = self.F[:, p + 1 : n]
         del self.ids[p], self.cls[p]
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep only the positions where `mask` is true (order preserved)."""
-        n = len(self.ids)
-        m = int(np.count_nonzero(mask))
-        self.F[:, :m] = self.F[:, :n][:, mask]
+        n, F = len(self.ids), self.F
         kept = mask.tolist()
+        for p, k in enumerate(kept):
+            if not k:
+                self.by_residue[int(F[COMP, p]) % self.bs][self.cls[p]] -= 1
+        m = int(np.count_nonzero(mask))
+        F[:, :m] = F[:, :n][:, mask]
         self.ids[:] = [i for i, k in zip(self.ids, kept) if k]
         self.cls[:] = [c for c, k in zip(self.cls, kept) if k]
 
@@ -75,3 +153,7 @@ class RunningSet:
         self.F[:, :n] = self.F[:, positions]
         self.ids[:] = [self.ids[p] for p in positions]
         self.cls[:] = [self.cls[p] for p in positions]
+
+    def refresh_left_min(self) -> None:
+        n = len(self.ids)
+        self.left_min = int((self.F[END, :n] - self.F[SEQ, :n]).min()) if n else NEVER

@@ -68,7 +68,6 @@ class Step:
 _EMPTY = np.empty(0, np.int64)
 _NO_REASONS = np.empty(0, np.int8)
 _NONE = int(Reason.NONE)
-_NEVER = 1 << 62
 SKIP_SCAN_MIN_QUEUE = 32  # queues longer than this get the vectorised pre-filter (skipping policies)
 SHORT_QUEUE = 16  # queues up to this long keep their walk's results in lists, longer ones in arrays
 
@@ -84,7 +83,7 @@ class Scheduler:
         self.rs, self.pool, self.policy, self.lim = rs, pool, policy, limits
         n_cls = len(pool.used_cls)
         self.queue = WaitingQueue()
-        self.run = RunningSet(n_cls, min(limits.max_seqs, 1024))
+        self.run = RunningSet(n_cls, pool.block_size, min(limits.max_seqs, 1024))
         self.running = self.run.ids  # the running order (the same list, for readers)
         self.evicted: set[int] = set()
         self.n_running_cls = [0] * n_cls
@@ -93,7 +92,6 @@ class Scheduler:
         # Kept up to date as requests come and go, so a decode step needs no pass over the rows:
         self._ctx = 0  # Σ computed tokens of the running requests
         self._n_dec = 0  # running requests in decode (prompt done, one token to compute)
-        self._fin_in = _NEVER  # lower bound on the outputs any running request still has to sample
         self._fast = False  # this step is a decode step plus admissions (totals kept as scalars)
         # Arrival check, done once for all requests: can prompt + max_tokens ever fit this engine?
         view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
@@ -199,7 +197,7 @@ class Scheduler:
     def _boost_holders(self) -> None:
         """Priority inheritance: lower-priority KV holders move to the front of the running order."""
         top, run = self.rs.is_top, self.run
-        held = run.held(self.pool.block_size).tolist()
+        held = run.held().tolist()
         holders = [p for p, i in enumerate(run.ids) if not top[i] and held[p] > 0]
         holders.sort(key=lambda p: -held[p])
         rest = [p for p, i in enumerate(run.ids) if top[i] or held[p] == 0]
@@ -211,21 +209,19 @@ class Scheduler:
         n = len(run)
         if not n:
             return [], Reason.NONE
-        F, bs = run.F, pool.block_size
         if self._n_dec == n and self.rem_r == 0 and n <= self.rem_s:
             # Decode step: each request gets its one token; those whose computed tokens fill
             # whole blocks need one more block.
-            grow = [0] * len(pool.used_cls)
-            for p in (F[COMP, :n] % bs == 0).nonzero()[0].tolist():
-                grow[run.cls[p]] += 1
+            grow = run.crossings()
             if not pool.fits(grow):
                 return self._schedule_running_exact(now)
             pool.add(grow)
-            F[TOK, :n] = 1
+            run.F[TOK, :n] = 1
             self.rem_s -= n
             self._fast, self._n_a = True, n
             self._agg = [n, n, n, self._ctx, self._ctx, n]
             return [], Reason.NONE
+        F, bs = run.settled(), pool.block_size
         comp = F[COMP, :n]
         remaining = F[SEQ, :n] - comp
         need = np.minimum(remaining, self.lim.threshold) if self.lim.threshold else remaining
@@ -256,7 +252,7 @@ class Scheduler:
 
     def _schedule_running_exact(self, now: float) -> tuple[list[int], Reason]:
         """The sequential vLLM loop, used when some growth does not fit (preemption)."""
-        run, pool, F = self.run, self.pool, self.run.F
+        run, pool, F = self.run, self.pool, self.run.settled()
         preempted: list[int] = []
         cause = Reason.NONE
         p = 0
@@ -314,7 +310,7 @@ class Scheduler:
         recompute (progress lost) or swap."""
         rs, pool, run = self.rs, self.pool, self.run
         p = run.ids.index(v)
-        F = run.F
+        F = run.settled()
         tok, from_r, comp = int(F[TOK, p]), int(F[FROM_R, p]), int(F[COMP, p])
         self.rem_r += from_r
         self.rem_s += tok - from_r
@@ -341,7 +337,7 @@ class Scheduler:
     def _leave(self, p: int) -> None:
         """Take the request at position p out of the running set, writing its progress back."""
         run, rs = self.run, self.rs
-        F = run.F
+        F = run.settled()
         comp, seq, prompt = int(F[COMP, p]), int(F[SEQ, p]), int(F[PROMPT, p])
         i = run.ids[p]
         rs.computed[i], rs.generated[i] = comp, seq - prompt
@@ -546,7 +542,6 @@ class Scheduler:
         self._ctx += computed
         if remaining == 1 and seq > prompt:
             self._n_dec += 1
-        self._fin_in = min(self._fin_in, end - seq)
         if self._fast:
             agg = self._agg
             agg[0] += n
@@ -592,7 +587,7 @@ class Scheduler:
         """Blocks the running requests `ids` hold now."""
         if not ids:
             return 0
-        held = self.run.held(self.pool.block_size)
+        held = self.run.held()
         pos = {i: p for p, i in enumerate(self.run.ids)}
         return int(held[[pos[i] for i in ids]].sum())
 
@@ -603,37 +598,27 @@ class Scheduler:
         n = len(run)
         if not step.batch:
             return []
-        F = run.F
-        if self._fast:  # decode rows move together; the few admitted requests one by one
-            na = self._n_a
-            F[COMP:SEQ + 1, :na] += 1
+        if self._fast:  # the decode rows move together; the few admitted requests one by one
+            na, F = self._n_a, run.F
+            admitted = [(p, *run.comp_seq(p)) for p in range(na, n)]
+            run.decode()
             self._ctx += na
-            self._fin_in -= 1
-            check = self._fin_in <= 0
-            for p in range(na, n):
-                tok, comp, seq, prompt = int(F[TOK, p]), int(F[COMP, p]), int(F[SEQ, p]), int(F[PROMPT, p])
+            for p, comp, seq in admitted:
+                tok, prompt = int(F[TOK, p]), int(F[PROMPT, p])
                 decoding = seq - comp == 1 and seq > prompt
                 comp += tok
-                F[COMP, p] = comp
                 self._ctx += tok
                 if comp == seq:  # the chunk completed the sequence: one new token
                     seq += 1
-                    F[SEQ, p] = seq
                     if not decoding:
                         self._n_dec += 1
                     i = run.ids[p]
                     if seq - prompt == 1 and rs.first_token[i] != rs.first_token[i]:
                         rs.first_token[i] = t_end
-                    left = int(F[END, p]) - seq
-                    if left <= 0:
-                        check = True
-                    else:
-                        self._fin_in = min(self._fin_in, left)
+                run.put(p, comp, seq)
             F[TOK:FROM_R + 1, :n] = 0
-            if not check:
-                return []
-            left = F[END, :n] - F[SEQ, :n]
         else:
+            F = run.settled()
             comp, seq = F[COMP, :n], F[SEQ, :n]
             comp += F[TOK, :n]
             self._ctx += step.tokens
@@ -646,16 +631,19 @@ class Scheduler:
                 rs.first_token[ids[np.isnan(rs.first_token[ids])]] = t_end
             self._n_dec = int(np.count_nonzero((seq - comp == 1) & (gen > 0)))
             F[TOK:FROM_R + 1, :n] = 0
-            left = F[END, :n] - seq
+            run.reindex()
+        if not run.may_finish():
+            return []
+        left = run.left()
         done = left <= 0
         fin_pos = done.nonzero()[0].tolist()
-        self._fin_in = int(left[~done].min()) if len(fin_pos) < n else _NEVER
         if not fin_pos:
+            run.left_min = int(left.min()) + run.shift
             return []
-        pool, bs = self.pool, self.pool.block_size
+        pool, bs, F = self.pool, self.pool.block_size, run.F
         fin = [run.ids[p] for p in fin_pos]
         for p, i in zip(fin_pos, fin):
-            c, comp, seq = run.cls[p], int(F[COMP, p]), int(F[SEQ, p])
+            c, (comp, seq) = run.cls[p], run.comp_seq(p)
             pool.release(c, -(-comp // bs))
             self.n_running_cls[c] -= 1
             rs.status[i] = FINISHED
@@ -667,4 +655,5 @@ class Scheduler:
             run.remove_at(fin_pos[0])
         else:
             run.keep(~done)
+        run.refresh_left_min()
         return fin
