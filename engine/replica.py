@@ -6,6 +6,8 @@ is queued or running, the replica sleeps until its feed hands it the next arriva
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import simpy
 
@@ -18,19 +20,26 @@ from .state import Requests
 
 
 class StepLog:
-    """Per-step time series, stored as flat rows (turned into the `steps` frame at the end)."""
+    """Per-step time series: one flat float64 buffer, a row per step (the `steps` frame is built
+    from it at the end). Counts are exact in float64 far beyond any simulation's size."""
 
-    def __init__(self):
-        self.rows: list[tuple] = []
-        self.running: list[list[int]] = []  # per class, one list per step
-        self.waiting: list[np.ndarray] = []
-        self.kv: list[np.ndarray] = []
+    COLUMNS = ("replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_size", "admitted",
+               "preempted", "kv_used", "kv_free", "reserve_idle")
+
+    def __init__(self, n_classes: int):
+        self.n_classes = n_classes
+        self.buf = array("d")
 
     def add(self, row: tuple, running: list[int], waiting: list[int], kv: list[int]) -> None:
-        self.rows.append(row)
-        self.running.append(running)
-        self.waiting.append(waiting)
-        self.kv.append(kv)
+        """`row` has a value per COLUMNS entry; the lists one per class, each."""
+        self.buf.extend(row)
+        self.buf.extend(running)
+        self.buf.extend(waiting)
+        self.buf.extend(kv)
+
+    def table(self) -> np.ndarray:
+        """All steps as a (steps × columns) array: COLUMNS, then running, waiting, KV per class."""
+        return np.frombuffer(self.buf, dtype=np.float64).reshape(-1, len(self.COLUMNS) + 3 * self.n_classes)
 
 
 class Replica:

@@ -90,16 +90,10 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
 
 
 def _steps(steps: StepLog, names: list[str]) -> pd.DataFrame:
-    cols = ["replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_size", "admitted",
-            "preempted", "kv_used", "kv_free", "reserve_idle"]
+    table = steps.table()
     floats = {"t_s", "dt_s"}
-    columns = zip(*steps.rows) if steps.rows else [()] * len(cols)
-    data = {c: np.array(v, dtype=np.float64 if c in floats else np.int64) for c, v in zip(cols, columns)}
-    for kind in ("running", "waiting", "kv"):
-        per = np.array(getattr(steps, kind), dtype=np.int64).reshape(len(steps.rows), len(names))
-        for j, name in enumerate(names):
-            data[f"{kind}_{name}"] = per[:, j]
-    return pd.DataFrame(data)
+    cols = list(StepLog.COLUMNS) + [f"{kind}_{name}" for kind in ("running", "waiting", "kv") for name in names]
+    return pd.DataFrame({c: table[:, j].astype(np.float64 if c in floats else np.int64) for j, c in enumerate(cols)})
 
 
 def _waits(rs: Requests, log: WaitLog) -> pd.DataFrame:

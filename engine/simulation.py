@@ -84,7 +84,7 @@ def simulate(sc: Scenario) -> Result:
     cost = make_step_cost(sc.cost, mem)
     env = simpy.Environment()
     log = WaitLog(rs, sc.mitigations.alert_after_s)
-    steps = StepLog()
+    steps = StepLog(len(names))
     replicas: list[Replica] = []
     by_class_replicas = _allowed_replicas(sc, names)
 
@@ -117,7 +117,8 @@ def simulate(sc: Scenario) -> Result:
         env.process(_router(env, first, rs.arrival[first], route))
 
     env.run(until=sc.duration_s + sc.drain_limit_s)
-    t_end = max((r[1] + r[2] for r in steps.rows), default=0.0)
+    table = steps.table()
+    t_end = float((table[:, 1] + table[:, 2]).max()) if len(table) else 0.0
     left = np.flatnonzero(np.isin(rs.status, (WAITING, RUNNING)) | ((rs.status == 0) & np.isfinite(rs.arrival)))
     for i in left.tolist():
         rs.status[i] = UNFINISHED
