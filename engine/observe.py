@@ -55,7 +55,10 @@ class WaitLog:
     def observe(self, replica, k: int, t: float, dt: float, step) -> None:
         rs = self.rs
         if step.admitted:
-            self._close(np.array(step.admitted, dtype=np.int64), t)
+            cur = self.cur
+            opened = [a for a in step.admitted if cur[a]]  # most were admitted before ever waiting
+            if opened:
+                self._close(np.array(opened, dtype=np.int64), t)
         w, codes = step.waiting, step.reasons
         if len(w):
             changed = np.flatnonzero(self.cur[w] != codes)

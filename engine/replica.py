@@ -6,6 +6,7 @@ is queued or running, the replica sleeps until its feed hands it the next arriva
 
 from __future__ import annotations
 
+import math
 from array import array
 
 import numpy as np
@@ -20,8 +21,9 @@ from .state import Requests
 
 
 class StepLog:
-    """Per-step time series: one flat float64 buffer, a row per step (the `steps` frame is built
-    from it at the end). Counts are exact in float64 far beyond any simulation's size."""
+    """Per-step time series: one flat float64 buffer that replicas extend by a row per step
+    (COLUMNS, then running, waiting and KV blocks per class); the `steps` frame is built from it
+    at the end. Counts are exact in float64 far beyond any simulation's size."""
 
     COLUMNS = ("replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_size", "admitted",
                "preempted", "kv_used", "kv_free", "reserve_idle")
@@ -29,13 +31,6 @@ class StepLog:
     def __init__(self, n_classes: int):
         self.n_classes = n_classes
         self.buf = array("d")
-
-    def add(self, row: tuple, running: list[int], waiting: list[int], kv: list[int]) -> None:
-        """`row` has a value per COLUMNS entry; the lists one per class, each."""
-        self.buf.extend(row)
-        self.buf.extend(running)
-        self.buf.extend(waiting)
-        self.buf.extend(kv)
 
     def table(self) -> np.ndarray:
         """All steps as a (steps × columns) array: COLUMNS, then running, waiting, KV per class."""
@@ -73,16 +68,18 @@ class Replica:
         self.pending.clear()
 
     def run(self, feed):
-        """SimPy process: `feed(now)` returns arrivals due by now and the next arrival time."""
-        env, sched = self.env, self.sched
+        """SimPy process: `feed(now)` hands over the arrivals due by now; `feed.next_t` is when
+        the next one is due."""
+        env, sched, cost, log, buf = self.env, self.sched, self.cost, self.log, self.steps.buf
         while True:
-            due, next_t = feed(env.now)
-            for i in due:
-                self.submit(i)
-            self._enter_pending()
+            if feed.next_t <= env.now:
+                for i in feed(env.now):
+                    self.submit(i)
+            if self.pending:
+                self._enter_pending()
             if not sched.running and not sched.queue:
-                if next_t is not None:
-                    yield env.timeout(max(next_t - env.now, 0.0))
+                if feed.next_t < math.inf:
+                    yield env.timeout(max(feed.next_t - env.now, 0.0))
                 else:
                     self._wake = env.event()
                     yield self._wake
@@ -91,29 +88,25 @@ class Replica:
             now = env.now
             step = sched.schedule(now)
             for v in step.preempted:
-                self.log.enter(v, now)
-            self.dt = self._step_time(step)
-            self.log.observe(self, self.k, now, self.dt, step)
-            during = (self.pool.used, self.pool.used_cls.copy(), sched.n_running_cls.copy())
-            yield env.timeout(self.dt)
+                log.enter(v, now)
+            self.dt = dt = cost(step.tokens, step.attn, step.context) + step.swap_s
+            log.observe(self, self.k, now, dt, step)
+            row = self._row(now, step)  # KV and running counts during the step
+            yield env.timeout(dt)
             finished = sched.complete(step, env.now)
-            self._record(now, step, *during)
+            buf.extend(row)
             self.k += 1
             for i in finished:
                 self.on_finish(i, env.now)
 
-    def _step_time(self, step: Step) -> float:
-        return self.cost(step.tokens, step.attn, step.context) + step.swap_s
-
-    def _record(self, now: float, step: Step, kv_used: int, kv_cls: list[int], running: list[int]) -> None:
-        """One row per step; KV and running counts are those during the step (before it finished)."""
-        waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(kv_cls)).tolist() if len(step.waiting) \
-            else self._no_waiting
-        self.steps.add(
-            (self.index, now, self.dt, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
-             len(step.preempted), kv_used, self.pool.capacity - kv_used, step.reserve_idle),
-            running, waiting, kv_cls,
-        )
+    def _row(self, now: float, step: Step) -> list:
+        """The step's row of the step log (see `StepLog`)."""
+        used = self.pool.used
+        waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(self._no_waiting)).tolist() \
+            if len(step.waiting) else self._no_waiting
+        return [self.index, now, self.dt, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
+                len(step.preempted), used, self.pool.capacity - used, step.reserve_idle,
+                *self.sched.n_running_cls, *waiting, *self.pool.used_cls]
 
     # -- observability --------------------------------------------------------------------
     def holders_and_eta(self, short_by) -> tuple[str, np.ndarray | float]:

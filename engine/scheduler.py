@@ -356,22 +356,26 @@ class Scheduler:
         and walks only the others; when seats or budget run out (or already have) it walks every
         position, so decisions and reasons are those of the plain sequential walk."""
         rs, pool, pol, lim = self.rs, self.pool, self.policy, self.lim
+        top_l, cls_l, prompt_l = rs.top_l, rs.cls_l, rs.prompt_l
         order = self.queue.ids()
         n_w = len(order)
-        ids = np.array(order, dtype=np.int64)
         pre = None
         limits_bind = len(self.running) >= lim.max_seqs or self.rem_s <= 0
         if not pol.stops_at_misfit and lim.chunked and n_w > SKIP_SCAN_MIN_QUEUE and not limits_bind:
-            pre, pre_need = self._kv_reasons(ids)
+            pre, pre_need = self._kv_reasons(np.array(order, dtype=np.int64))
             walk = np.flatnonzero(pre == _NONE).tolist()
             walked = np.zeros(n_w, bool)
         else:
-            walk = list(range(n_w))
-        short = n_w <= SHORT_QUEUE and pre is None  # per-position results as lists: cheaper for the usual short queue
+            walk = range(n_w)
+        # Per-position results as lists for the usual short queue (cheaper), as arrays otherwise.
+        short = n_w <= SHORT_QUEUE and pre is None
         if short:
             codes, need_at, free_at = [0] * n_w, [-1] * n_w, [-1] * n_w
+            top_left = sum(top_l[w] for w in order)
         else:
+            ids = np.array(order, dtype=np.int64)
             codes, need_at, free_at = np.zeros(n_w, np.int8), np.full(n_w, -1, np.int64), np.full(n_w, -1, np.int64)
+            top_left = int(np.count_nonzero(rs.is_top[ids]))
         admitted: list[int] = []
         start = (pool.used, pool.used_other, np.array(pool.used_cls), bool(self.running)) if pre is not None else None
         adm_pos: list[int] = []
@@ -380,7 +384,6 @@ class Scheduler:
         closed_at: dict[int, int] = {}
         if self._running_caps:
             closed_at = {c: -1 for c in range(len(pool.used_cls)) if self._at_running_cap(c)}
-        top_left = int(np.count_nonzero(rs.is_top[ids]))
         stop_at, tail, dense_from = n_w, Reason.NONE, n_w
         k = 0
         while k < len(walk):
@@ -389,7 +392,7 @@ class Scheduler:
             w = order[p]
             if pre is not None:
                 walked[p] = True
-            top = bool(rs.is_top[w])
+            top = top_l[w]
             top_left -= top
             if len(self.running) >= lim.max_seqs and not self._evict_for_seat(w, now):
                 stop_at, tail = p, Reason.MAX_SEQS
@@ -400,7 +403,7 @@ class Scheduler:
                     stop_at, tail = p + 1, block_other
                     break
                 continue
-            c = int(rs.cls[w])
+            c = cls_l[w]
             if c in closed_at or self._at_running_cap(c):
                 closed_at.setdefault(c, p)
                 codes[p] = Reason.CLASS_CAP
@@ -413,7 +416,7 @@ class Scheduler:
                 block_other, block_from = Reason.RESERVE, p
                 codes[p] = Reason.RESERVE
                 continue
-            seq, done = int(rs.prompt[w]) + int(rs.generated[w]), int(rs.computed[w])
+            seq, done = prompt_l[w] + int(rs.generated[w]), int(rs.computed[w])
             n = seq - done if not lim.threshold else min(seq - done, lim.threshold)
             why = Reason.TOKEN_BUDGET if (not lim.chunked and n > avail) else Reason.NONE
             n = min(n, avail)
@@ -450,7 +453,7 @@ class Scheduler:
             left = [p for p in range(n_w) if codes[p]]
             if not left:
                 return _EMPTY, _NO_REASONS, _EMPTY, _EMPTY, blocker, admitted
-            return (ids[left], np.array([codes[p] for p in left], np.int8),
+            return (np.array([order[p] for p in left], np.int64), np.array([codes[p] for p in left], np.int8),
                     np.array([need_at[p] for p in left], np.int64), np.array([free_at[p] for p in left], np.int64),
                     blocker, admitted)
         codes[stop_at:] = tail
@@ -525,8 +528,8 @@ class Scheduler:
         (returns how many)."""
         rs, pool = self.rs, self.pool
         self.queue.remove(w)
-        seq, prompt, top = computed + remaining, int(rs.prompt[w]), bool(rs.is_top[w])
-        end = prompt + int(rs.output[w])
+        seq, prompt, top = computed + remaining, rs.prompt_l[w], rs.top_l[w]
+        end = prompt + rs.output_l[w]
         p = self.run.add(w, c, computed, seq, prompt, end, top)
         self.n_running_cls[c] += 1
         rs.status[w] = RUNNING

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import time
 
 import numpy as np
@@ -30,30 +31,37 @@ from .workload import build
 
 
 class StaticFeed:
-    """Arrivals known in advance (sorted), plus follow-up pieces released while running."""
+    """Arrivals known in advance (sorted), plus follow-up pieces released while running.
+    `next_t` is the time of the next arrival (inf: none known)."""
 
     def __init__(self, ids: np.ndarray, times: np.ndarray):
         self.ids, self.times, self.pos = ids.tolist(), times.tolist(), 0
         self.later: list[tuple[float, int]] = []
+        self.next_t = self.times[0] if self.times else math.inf
 
     def add(self, i: int, t: float) -> None:
         heapq.heappush(self.later, (t, i))
+        self.next_t = min(self.next_t, t)
 
-    def __call__(self, now: float):
-        """(ids due by `now`, time of the next arrival or None)."""
+    def __call__(self, now: float) -> list[int]:
+        """The ids due by `now` (and `next_t` moves on)."""
         j = bisect.bisect_right(self.times, now, self.pos)
         due = self.ids[self.pos:j]
         self.pos = j
         while self.later and self.later[0][0] <= now:
             due.append(heapq.heappop(self.later)[1])
-        nxt = self.times[j] if j < len(self.times) else None
-        if self.later and (nxt is None or self.later[0][0] < nxt):
-            nxt = self.later[0][0]
-        return due, nxt
+        nxt = self.times[j] if j < len(self.times) else math.inf
+        self.next_t = min(nxt, self.later[0][0]) if self.later else nxt
+        return due
 
 
-def _no_feed(now: float):
-    return [], None
+class NoFeed:
+    """A replica fed by the router only."""
+
+    next_t = math.inf
+
+    def __call__(self, now: float) -> list[int]:
+        return []
 
 
 def check(sc: Scenario) -> None:
@@ -107,7 +115,7 @@ def simulate(sc: Scenario) -> Result:
             feed.add(j, t)
     else:
         for rep in replicas:
-            env.process(rep.run(_no_feed))
+            env.process(rep.run(NoFeed()))
 
         def route(j: int, t: float) -> None:
             allowed = by_class_replicas[int(rs.cls[j])]
