@@ -17,12 +17,15 @@ are kept up to date instead:
 - who needs a new block: a request whose computed tokens fill whole blocks, i.e. whose stored
   COMP ≡ −shift (mod block size). `by_residue[r][c]` counts the requests of class c whose stored
   COMP ≡ r.
-- when the next one finishes: END − stored SEQ does not change in decode steps, and `left_min`
-  is a lower bound on its minimum. A request finishes in the decode step that makes
-  END − SEQ = 0.
+- who finishes: `clock` counts decode steps; a request with L outputs left at clock G finishes
+  when the clock reaches G + L unless its progress changes otherwise, so a heap of those
+  values, refreshed whenever a request's progress changes outside a decode step, names the
+  requests that finish without a pass over the rows.
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -32,9 +35,6 @@ COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ONEHOT = range(8)
 # top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top class ·
 # ONEHOT + c: 1 if the request is of class c (per-class sums are one matrix product).
 
-NEVER = 1 << 62
-
-
 class RunningSet:
     def __init__(self, n_classes: int, block_size: int, capacity: int = 64):
         self.n_classes, self.bs = n_classes, block_size
@@ -42,8 +42,10 @@ class RunningSet:
         self.ids: list[int] = []  # running order (admission order; inheritance may reorder)
         self.cls: list[int] = []  # class of each, same order
         self.shift = 0
+        self.clock = 0
         self.by_residue = [[0] * n_classes for _ in range(block_size)]
-        self.left_min = NEVER
+        self._due: list[tuple[int, int]] = []  # heap of (clock at which it finishes, id); stale ones skipped
+        self._due_at: dict[int, int] = {}  # id → its current entry
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,7 +62,6 @@ class RunningSet:
             r = s % self.bs
             if r:
                 self.by_residue = self.by_residue[-r:] + self.by_residue[:-r]
-            self.left_min -= s
             self.shift = 0
         return self.F
 
@@ -87,14 +88,25 @@ class RunningSet:
     def decode(self) -> None:
         """Every running request computed one token and sampled the next."""
         self.shift += 1
+        self.clock += 1
 
-    def may_finish(self) -> bool:
-        return self.left_min - self.shift <= 0
+    def finished(self) -> list[int]:
+        """Positions of the requests with no output left to sample, in running order."""
+        due, at, clock = self._due, self._due_at, self.clock
+        if not due or due[0][0] > clock:
+            return []
+        done = []
+        while due and due[0][0] <= clock:
+            key, i = heapq.heappop(due)
+            if at.get(i) == key:
+                done.append(i)
+                del at[i]  # a second entry with the same key is stale
+        return sorted(self.ids.index(i) for i in done)
 
-    def left(self) -> np.ndarray:
-        """Outputs each running request still has to sample (0: finished)."""
-        n = len(self.ids)
-        return self.F[END, :n] - self.F[SEQ, :n] - self.shift
+    def _due_in(self, i: int, left: int) -> None:
+        key = self.clock + left
+        self._due_at[i] = key
+        heapq.heappush(self._due, (key, i))
 
     # -- writing ------------------------------------------------------------------------------
     def add(self, i: int, c: int, comp: int, seq: int, prompt: int, end: int, top: bool) -> int:
@@ -109,7 +121,7 @@ class RunningSet:
         self.ids.append(i)
         self.cls.append(c)
         self.by_residue[(comp - s) % self.bs][c] += 1
-        self.left_min = min(self.left_min, end - seq + s)
+        self._due_in(i, end - seq)
         return p
 
     def put(self, p: int, comp: int, seq: int) -> None:
@@ -118,20 +130,24 @@ class RunningSet:
         self.by_residue[int(F[COMP, p]) % self.bs][c] -= 1
         self.by_residue[(comp - s) % self.bs][c] += 1
         F[COMP, p], F[SEQ, p] = comp - s, seq - s
-        self.left_min = min(self.left_min, int(F[END, p]) - seq + s)
+        self._due_in(self.ids[p], int(F[END, p]) - seq)
 
     def reindex(self) -> None:
-        """Recount `by_residue` and `left_min` from the rows (after rows were changed in bulk)."""
+        """Recount `by_residue` and the finish heap from the rows (after rows changed in bulk)."""
         n, C = len(self.ids), self.n_classes
         F = self.settled()
         counts = np.bincount((F[COMP, :n] % self.bs) * C + np.array(self.cls, dtype=np.int64),
                              minlength=self.bs * C)
         self.by_residue = counts.reshape(self.bs, C).tolist()
-        self.left_min = int((F[END, :n] - F[SEQ, :n]).min()) if n else NEVER
+        keys = (F[END, :n] - F[SEQ, :n] + self.clock).tolist()
+        self._due_at = dict(zip(self.ids, keys))
+        self._due = list(zip(keys, self.ids))
+        heapq.heapify(self._due)
 
     def remove_at(self, p: int) -> None:
         n = len(self.ids)
         self.by_residue[int(self.F[COMP, p]) % self.bs][self.cls[p]] -= 1
+        self._due_at.pop(self.ids[p], None)
         self.F[:, p : n - 1] = self.F[:, p + 1 : n]
         del self.ids[p], self.cls[p]
 
@@ -142,6 +158,7 @@ class RunningSet:
         for p, k in enumerate(kept):
             if not k:
                 self.by_residue[int(F[COMP, p]) % self.bs][self.cls[p]] -= 1
+                self._due_at.pop(self.ids[p], None)
         m = int(np.count_nonzero(mask))
         F[:, :m] = F[:, :n][:, mask]
         self.ids[:] = [i for i, k in zip(self.ids, kept) if k]
@@ -153,7 +170,3 @@ class RunningSet:
         self.F[:, :n] = self.F[:, positions]
         self.ids[:] = [self.ids[p] for p in positions]
         self.cls[:] = [self.cls[p] for p in positions]
-
-    def refresh_left_min(self) -> None:
-        n = len(self.ids)
-        self.left_min = int((self.F[END, :n] - self.F[SEQ, :n]).min()) if n else NEVER

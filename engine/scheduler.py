@@ -635,13 +635,8 @@ class Scheduler:
             self._n_dec = int(np.count_nonzero((seq - comp == 1) & (gen > 0)))
             F[TOK:FROM_R + 1, :n] = 0
             run.reindex()
-        if not run.may_finish():
-            return []
-        left = run.left()
-        done = left <= 0
-        fin_pos = done.nonzero()[0].tolist()
+        fin_pos = run.finished()
         if not fin_pos:
-            run.left_min = int(left.min()) + run.shift
             return []
         pool, bs, F = self.pool, self.pool.block_size, run.F
         fin = [run.ids[p] for p in fin_pos]
@@ -654,9 +649,11 @@ class Scheduler:
             rs.computed[i], rs.generated[i] = comp, seq - int(F[PROMPT, p])
             self._ctx -= comp
         self._n_dec -= len(fin)
-        if len(fin) == 1:
-            run.remove_at(fin_pos[0])
+        if len(fin) <= 4:
+            for p in reversed(fin_pos):
+                run.remove_at(p)
         else:
-            run.keep(~done)
-        run.refresh_left_min()
+            keep = np.ones(n, bool)
+            keep[fin_pos] = False
+            run.keep(keep)
         return fin
