@@ -9,9 +9,11 @@ Each call to `schedule()` decides one step:
    misfit stops admission (fcfs, priority) or is skipped (backfill).
 `complete()` applies the step's results once its time has passed.
 
-The common step (every growth fits) is computed with a few vectorised numpy operations; the
-exact sequential loop runs only in steps where KV runs out, so both give the same decisions.
-Mitigations (token/KV reserves, class caps, inheritance, aging, preemption for waiting requests,
+Three ways through Phase A give the same decisions, cheapest first: a decode step (every running
+request decodes and every growth fits) costs O(1) through the running set's bookkeeping
+(`running.py`); a general step is a few vectorised numpy operations over the running rows; the
+exact sequential loop runs only in steps where KV runs out. Admissions are handled one request at
+a time, as in vLLM. Mitigations (token/KV reserves, class caps, inheritance, aging, preemption for waiting requests,
 swap) are parameters of the same two phases, not separate code paths.
 """
 
@@ -70,6 +72,7 @@ _NO_REASONS = np.empty(0, np.int8)
 _NONE = int(Reason.NONE)
 SKIP_SCAN_MIN_QUEUE = 32  # queues longer than this get the vectorised pre-filter (skipping policies)
 SHORT_QUEUE = 16  # queues up to this long keep their walk's results in lists, longer ones in arrays
+DECODE_STEP = True  # the O(1) decode step (False: every step takes the general path; for tests)
 
 
 def _give(pool: int, want: np.ndarray) -> np.ndarray:
@@ -209,7 +212,7 @@ class Scheduler:
         n = len(run)
         if not n:
             return [], Reason.NONE
-        if self._n_dec == n and self.rem_r == 0 and n <= self.rem_s:
+        if DECODE_STEP and self._n_dec == n and self.rem_r == 0 and n <= self.rem_s:
             # Decode step: each request gets its one token; those whose computed tokens fill
             # whole blocks need one more block.
             grow = run.crossings()
