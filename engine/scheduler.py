@@ -27,7 +27,7 @@ from .kv import KVPool
 from .policies import Policy
 from .queue import WaitingQueue
 from .reasons import Reason
-from .running import COMP, END, FROM_R, ONEHOT, PROMPT, SEQ, TOK, TOP, RunningSet
+from .running import COMP, FROM_R, ONEHOT, PROMPT, SEQ, TOK, TOP, RunningSet
 from .state import FINISHED, RUNNING, WAITING, Requests
 
 
@@ -127,7 +127,7 @@ class Scheduler:
 
     # -- one step ---------------------------------------------------------------------------
     def schedule(self, now: float) -> Step:
-        rs, lim = self.rs, self.lim
+        lim = self.lim
         if lim.aging_s > 0 and self.policy.by_priority and self.queue:
             self.queue.rekey(lambda i: self._aged_key(i, now))
         if lim.inheritance and self._top_blocked_on_kv():

@@ -6,8 +6,12 @@ Pure functions on plain scenario data, so the same variant always has the same c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.scenario import Scenario, apply_overrides, from_dict, to_dict
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _KEEP = ("alert_after_s",)  # observability, not a mitigation
 

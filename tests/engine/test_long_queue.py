@@ -8,7 +8,6 @@ for every queue length and forced off, and require identical frames.
 from __future__ import annotations
 
 import pandas.testing as pdt
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -40,7 +40,7 @@ def test_request_story_follows_the_waits():
     res = simulate(load("classic-inversion"))
     rid = int(res.waits[res.waits["priority"] == 0]["request"].iloc[0])
     story = text.request_story(res.requests.loc[rid], res.waits)
-    assert story[0].startswith(f"t = ") and f"#{rid}" in story[0]
+    assert story[0].startswith("t = ") and f"#{rid}" in story[0]
     assert sum("waits" in s for s in story) == (res.waits["request"] == rid).sum()
 
 
