@@ -88,7 +88,8 @@ class Scheduler:
         self.queue = WaitingQueue()
         self.run = RunningSet(n_cls, pool.block_size, min(limits.max_seqs, 1024))
         self.running = self.run.ids  # the running order (the same list, for readers)
-        self.evicted: set[int] = set()
+        self.evicted = np.zeros(rs.n, bool)  # waiting again after a preemption
+        self.n_evicted = 0
         self.n_running_cls = [0] * n_cls
         self._counter = 0
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
@@ -151,14 +152,15 @@ class Scheduler:
         else:
             order, reasons, need, free, blocker, admitted = self._schedule_waiting(now)
         if self.evicted_now:
-            late = [v for v in self.evicted_now if v not in set(order.tolist())]
+            seen = set(order.tolist())
+            late = [v for v in self.evicted_now if v not in seen]
             if late:  # evicted in Phase B (preempt policy), after the queue was read: waiting too
                 more = np.full(len(late), -1, np.int64)
                 order = np.concatenate([order, np.array(late, dtype=np.int64)])
                 reasons = np.concatenate([reasons, np.full(len(late), Reason.PREEMPTED, np.int8)])
                 need, free = np.concatenate([need, more]), np.concatenate([free, more])
-        if self.evicted and len(order):
-            reasons[np.isin(order, list(self.evicted))] = Reason.PREEMPTED
+        if self.n_evicted and len(order):
+            reasons[self.evicted[order]] = Reason.PREEMPTED
         tokens, decode, batch, context, dot, sq = self._agg if self._fast else self._totals()
         idle = self.rem_r if (self.rem_r and self.rem_s == 0 and not lim.reserve_lendable) else 0
         return Step(tokens, decode, batch, context, float(dot) + 0.5 * float(sq), admitted, self.evicted_now,
@@ -333,7 +335,9 @@ class Scheduler:
         rs.status[v] = WAITING
         self._counter += 1
         self.queue.push(v, self.policy.requeue_key(int(rs.prio[v]), float(rs.arrival[v]), v, self._counter))
-        self.evicted.add(v)
+        if not self.evicted[v]:
+            self.evicted[v] = True
+            self.n_evicted += 1
         self.evicted_now.append(v)
         self._fast = False
 
@@ -544,7 +548,9 @@ class Scheduler:
         self._take(p, n, top)
         if rs.first_sched[w] != rs.first_sched[w]:  # NaN: first admission
             rs.first_sched[w] = now
-        self.evicted.discard(w)
+        if self.evicted[w]:
+            self.evicted[w] = False
+            self.n_evicted -= 1
         self._ctx += computed
         if remaining == 1 and seq > prompt:
             self._n_dec += 1
