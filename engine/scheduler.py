@@ -73,6 +73,7 @@ _NONE = int(Reason.NONE)
 SKIP_SCAN_MIN_QUEUE = 32  # queues longer than this get the vectorised pre-filter (skipping policies)
 SHORT_QUEUE = 16  # queues up to this long keep their walk's results in lists, longer ones in arrays
 DECODE_STEP = True  # the O(1) decode step (False: every step takes the general path; for tests)
+VECTOR_STEP = True  # the vectorised general step (False: the sequential loop every step; for tests)
 
 
 def _give(pool: int, want: np.ndarray) -> np.ndarray:
@@ -226,6 +227,8 @@ class Scheduler:
             self._fast, self._n_a = True, n
             self._agg = [n, n, n, self._ctx, self._ctx, n]
             return [], Reason.NONE
+        if not VECTOR_STEP:
+            return self._schedule_running_exact(now)
         F, bs = run.settled(), pool.block_size
         comp = F[COMP, :n]
         remaining = F[SEQ, :n] - comp

@@ -1,7 +1,8 @@
 """The engine's shortcuts must not change anything.
 
-- The O(1) decode step (`scheduler.DECODE_STEP`) against the general vectorised path: same
-  workloads, identical frames.
+- The O(1) decode step (`scheduler.DECODE_STEP`) and the vectorised general step
+  (`scheduler.VECTOR_STEP`) against vLLM's plain sequential loop over the running requests:
+  same workloads, identical frames.
 - `RunningSet`'s bookkeeping (the pending decode shift, the per-residue block counts, the finish
   heap) against a plain model of the rows, over random sequences of operations.
 """
@@ -23,23 +24,27 @@ from test_properties import scenarios
 FRAMES = ("requests", "steps", "waits", "episodes", "alerts")
 
 
-def both_ways(sc, monkeypatch):
-    monkeypatch.setattr(scheduler, "DECODE_STEP", False)
-    general = simulate(sc)
-    monkeypatch.setattr(scheduler, "DECODE_STEP", True)
-    return general, simulate(sc)
+def three_ways(sc, monkeypatch) -> list:
+    """The run with every shortcut, without the decode step, and with the sequential loop only."""
+    out = []
+    for decode, vector in ((True, True), (False, True), (False, False)):
+        monkeypatch.setattr(scheduler, "DECODE_STEP", decode)
+        monkeypatch.setattr(scheduler, "VECTOR_STEP", vector)
+        out.append(simulate(sc))
+    return out
 
 
-def assert_same(a, b) -> None:
-    for name in FRAMES:
-        pdt.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+def assert_same(runs) -> None:
+    for other in runs[1:]:
+        for name in FRAMES:
+            pdt.assert_frame_equal(getattr(runs[0], name), getattr(other, name), check_exact=True)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=scenarios())
-def test_decode_step_changes_nothing_on_random_workloads(monkeypatch, data):
-    assert_same(*both_ways(from_dict(data), monkeypatch))
+def test_shortcuts_change_nothing_on_random_workloads(monkeypatch, data):
+    assert_same(three_ways(from_dict(data), monkeypatch))
 
 
 @pytest.mark.parametrize("overrides", [
@@ -47,20 +52,25 @@ def test_decode_step_changes_nothing_on_random_workloads(monkeypatch, data):
     {"scheduler.policy": "fcfs", "classes.P1.arrival.rate": 40},
     {"scheduler.policy": "backfill", "mitigations.p0_token_reserve": 512, "mitigations.p0_kv_reserve": 200},
     {"scheduler.policy": "preempt", "mitigations.preempt_mode": "swap", "mitigations.alert_after_s": 0.5},
-    {"mitigations.inheritance": True, "mitigations.aging_s": 2.0, "scheduler.long_prefill_token_threshold": 512},
+    {"mitigations.inheritance": True, "mitigations.aging_s": 2.0, "scheduler.long_prefill_token_threshold": 64},
 ])
-def test_decode_step_changes_nothing_on_the_default_scenario(monkeypatch, overrides):
+def test_shortcuts_change_nothing_on_the_default_scenario(monkeypatch, overrides):
     sc = from_dict(apply_overrides(load_raw("default"), overrides))
-    assert_same(*both_ways(sc, monkeypatch))
+    assert_same(three_ways(sc, monkeypatch))
 
 
-def test_the_decode_step_is_really_taken(monkeypatch):
-    """Guard against a vacuous comparison: most steps of the default scenario are decode steps."""
-    calls = []
-    real = RunningSet.decode
-    monkeypatch.setattr(RunningSet, "decode", lambda self: (calls.append(1), real(self)))
-    res = simulate(load("default"))
-    assert len(calls) > 0.5 * len(res.steps)
+def test_the_shortcuts_are_really_taken(monkeypatch):
+    """Guard against a vacuous comparison: with small prefill chunks (threshold 64) the default
+    scenario has many decode steps and many general steps, and few need the sequential loop."""
+    decode, loop = [], []
+    real_decode, real_loop = RunningSet.decode, scheduler.Scheduler._schedule_running_exact
+    monkeypatch.setattr(RunningSet, "decode", lambda self: (decode.append(1), real_decode(self))[1])
+    monkeypatch.setattr(scheduler.Scheduler, "_schedule_running_exact",
+                        lambda self, now: (loop.append(1), real_loop(self, now))[1])
+    steps = len(simulate(load("default", {"scheduler.long_prefill_token_threshold": 64})).steps)
+    general = steps - len(decode)
+    assert len(decode) > 0.3 * steps and general > 0.3 * steps
+    assert len(loop) < 0.1 * general
 
 
 # ---------------------------------------------------------------------------------------------
