@@ -33,8 +33,9 @@ class StepLog:
         self.buf = array("d")
 
     def table(self) -> np.ndarray:
-        """All steps as a (steps × columns) array: COLUMNS, then running, waiting, KV per class."""
-        return np.frombuffer(self.buf, dtype=np.float64).reshape(-1, len(self.COLUMNS) + 3 * self.n_classes)
+        """All steps as a (steps × columns) array: COLUMNS, then running, waiting, KV per class
+        (a copy: a view would pin the buffer, which must stay free to grow)."""
+        return np.frombuffer(self.buf, dtype=np.float64).reshape(-1, len(self.COLUMNS) + 3 * self.n_classes).copy()
 
 
 class Replica:

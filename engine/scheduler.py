@@ -13,8 +13,8 @@ Three ways through Phase A give the same decisions, cheapest first: a decode ste
 request decodes and every growth fits) costs O(1) through the running set's bookkeeping
 (`running.py`); a general step is a few vectorised numpy operations over the running rows; the
 exact sequential loop runs only in steps where KV runs out. Admissions are handled one request at
-a time, as in vLLM. Mitigations (token/KV reserves, class caps, inheritance, aging, preemption for waiting requests,
-swap) are parameters of the same two phases, not separate code paths.
+a time, as in vLLM. Mitigations (token/KV reserves, class caps, inheritance, aging, preemption
+for waiting requests, swap) are parameters of the same two phases, not separate code paths.
 """
 
 from __future__ import annotations
@@ -97,7 +97,9 @@ class Scheduler:
         # Kept up to date as requests come and go, so a decode step needs no pass over the rows:
         self._ctx = 0  # Σ computed tokens of the running requests
         self._n_dec = 0  # running requests in decode (prompt done, one token to compute)
-        self._fast = False  # this step is a decode step plus admissions (totals kept as scalars)
+        self._fast = False  # this step is a decode step plus admissions (totals kept as scalars):
+        self._n_a = 0  # how many running requests the decode step covers (the rest were admitted)
+        self._agg: list[int] = []  # the step's totals, as `_totals` returns them
         # Arrival check, done once for all requests: can prompt + max_tokens ever fit this engine?
         view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
         budget = np.where(rs.is_top, limits.budget, limits.budget - limits.token_reserve)
