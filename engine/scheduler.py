@@ -231,7 +231,7 @@ class Scheduler:
             return [], Reason.NONE
         if not VECTOR_STEP:
             return self._schedule_running_exact(now)
-        F, bs = run.settled(), pool.block_size
+        F = run.settled()
         comp = F[COMP, :n]
         remaining = F[SEQ, :n] - comp
         need = np.minimum(remaining, self.lim.threshold) if self.lim.threshold else remaining
@@ -241,7 +241,7 @@ class Scheduler:
         else:
             from_r, from_s = self._split(need, F[TOP, :n])
             alloc = from_r + from_s
-        grow = (comp + alloc + (bs - 1)) // bs - (comp + (bs - 1)) // bs
+        grow = pool.blocks(comp + alloc) - pool.blocks(comp)
         per_class = (F[ONEHOT:, :n] @ grow).tolist()
         if not pool.fits(per_class):
             return self._schedule_running_exact(now)
@@ -652,11 +652,11 @@ class Scheduler:
         fin_pos = run.finished()
         if not fin_pos:
             return []
-        pool, bs, F = self.pool, self.pool.block_size, run.F
+        pool, F = self.pool, run.F
         fin = [run.ids[p] for p in fin_pos]
         for p, i in zip(fin_pos, fin):
             c, (comp, seq) = run.cls[p], run.comp_seq(p)
-            pool.release(c, -(-comp // bs))
+            pool.release(c, pool.blocks(comp))
             self.n_running_cls[c] -= 1
             rs.status[i] = FINISHED
             rs.finish[i] = t_end
