@@ -151,19 +151,6 @@ class RunningSet:
         self.F[:, p : n - 1] = self.F[:, p + 1 : n]
         del self.ids[p], self.cls[p]
 
-    def keep(self, mask: np.ndarray) -> None:
-        """Keep only the positions where `mask` is true (order preserved)."""
-        n, F = len(self.ids), self.F
-        kept = mask.tolist()
-        for p, k in enumerate(kept):
-            if not k:
-                self.by_residue[int(F[COMP, p]) % self.bs][self.cls[p]] -= 1
-                self._due_at.pop(self.ids[p], None)
-        m = int(np.count_nonzero(mask))
-        F[:, :m] = F[:, :n][:, mask]
-        self.ids[:] = [i for i, k in zip(self.ids, kept) if k]
-        self.cls[:] = [c for c, k in zip(self.cls, kept) if k]
-
     def reorder(self, positions: list[int]) -> None:
         """Put the running requests in the order of `positions` (a permutation)."""
         n = len(self.ids)

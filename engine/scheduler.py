@@ -663,11 +663,6 @@ class Scheduler:
             rs.computed[i], rs.generated[i] = comp, seq - int(F[PROMPT, p])
             self._ctx -= comp
         self._n_dec -= len(fin)
-        if len(fin) <= 4:
-            for p in reversed(fin_pos):
-                run.remove_at(p)
-        else:
-            keep = np.ones(n, bool)
-            keep[fin_pos] = False
-            run.keep(keep)
+        for p in reversed(fin_pos):
+            run.remove_at(p)
         return fin
