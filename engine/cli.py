@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="override a dotted key, e.g. scheduler.policy=backfill (repeatable)")
     run.add_argument("--seed", type=int, help="shorthand for --set seed=N")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    run.add_argument("--out", type=Path, help="write requests/steps/waits/episodes/alerts CSVs here")
+    run.add_argument("--out", type=Path, help="write requests/steps/waits/holders/admissions/episodes/alerts CSVs here")
     sub.add_parser("list", help="list the shipped scenarios")
     val = sub.add_parser("validate", help="check a scenario file")
     val.add_argument("file")
@@ -61,7 +61,7 @@ def _run(args) -> int:
     res = simulate(sc)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        for name in ("requests", "steps", "waits", "episodes", "alerts"):
+        for name in ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts"):
             getattr(res, name).to_csv(args.out / f"{name}.csv", index=False)
     if args.json:
         print(json.dumps(clean(res.summary)))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from array import array
+
 from .reasons import Reason
 from .state import Requests
 
@@ -40,13 +42,18 @@ class WaitLog:
         self.o_need = np.full(n, -1, np.int64)
         self.o_free = np.full(n, -1, np.int64)
         self.o_blocker = np.full(n, -1, np.int64)
-        self.o_holders = np.full(n, -1, np.int64)  # index into `holder_texts`
+        self.o_holders = np.full(n, -1, np.int64)  # index into `snapshots`
         self.o_eta = np.full(n, np.nan)
         self.o_replica = np.zeros(n, np.int64)
+        self.o_id = np.full(n, -1, np.int64)  # segment id (opening order)
+        self.n_segments = 0
         self.closed: list[tuple[np.ndarray, ...]] = []  # closed segments, in chunks of columns
-        self.holder_texts: list[str] = []
+        self.snapshots: list[tuple[np.ndarray, ...]] = []  # top holders: (ids, classes, blocks, eta_s)
         self.episodes: list[list] = []
         self.alerts: list[dict] = []
+        self.alert_holders: list[int] = []  # per alert: index into `snapshots` (-1: none)
+        # admissions, one entry each: request, step start, replica-local step, replica, blocks needed
+        self.adm = (array("q"), array("d"), array("q"), array("q"), array("q"))
 
     def enter(self, i: int, t: float) -> None:
         """Request i (re)joined a waiting queue at time t (arrival or eviction)."""
@@ -55,6 +62,7 @@ class WaitLog:
     def observe(self, replica, k: int, t: float, dt: float, step) -> None:
         rs = self.rs
         if step.admitted:
+            self._admissions(replica, k, t, step.admitted)
             cur = self.cur
             opened = [a for a in step.admitted if cur[a]]  # most were admitted before ever waiting
             if opened:
@@ -65,7 +73,7 @@ class WaitLog:
             if changed.size:
                 self._reopen(replica, w[changed], codes[changed], t, step, changed)
             if step.admitted:
-                self._inversions(k, t, dt, w, step.admitted)
+                self._inversions(k, t, dt, w, step.admitted, replica.index)
         if self.alert_after_s is not None and len(w):
             late = np.flatnonzero(rs.is_top[w] & ~self.alerted[w] & (t - rs.arrival[w] >= self.alert_after_s))
             for j in late.tolist():
@@ -81,34 +89,51 @@ class WaitLog:
         self.o_blocker[ids] = np.where(codes == Reason.HEAD_OF_LINE, step.blocker, -1)
         self.o_replica[ids] = replica.index
         self.o_holders[ids], self.o_eta[ids] = -1, np.nan
+        self.o_id[ids] = np.arange(self.n_segments, self.n_segments + len(ids))
+        self.n_segments += len(ids)
         kv = ((codes == Reason.KV_SHORT) | (codes == Reason.RESERVE)) & (need >= 0)
         if kv.any():
-            text, eta = replica.holders_and_eta(np.maximum(need[kv] - free[kv], 0))
-            self.holder_texts.append(text)
-            self.o_holders[ids[kv]] = len(self.holder_texts) - 1
+            snap, eta = replica.holders_and_eta(np.maximum(need[kv] - free[kv], 0))
+            self.snapshots.append(snap)
+            self.o_holders[ids[kv]] = len(self.snapshots) - 1
             self.o_eta[ids[kv]] = eta
         self.cur[ids] = codes
 
     def _close(self, ids: np.ndarray, t: float) -> None:
         ids = ids[self.cur[ids] != 0]
         if ids.size:
-            self.closed.append((ids, self.o_start[ids], np.full(ids.size, t), self.cur[ids].copy(),
+            self.closed.append((self.o_id[ids], ids, self.o_start[ids], np.full(ids.size, t), self.cur[ids].copy(),
                                 self.o_need[ids], self.o_free[ids], self.o_blocker[ids], self.o_holders[ids],
                                 self.o_eta[ids], self.o_replica[ids]))
             self.cur[ids] = 0
 
-    def segments(self) -> dict[str, np.ndarray]:
-        """All closed segments as columns (holders as text)."""
-        names = ["request", "start_s", "end_s", "code", "need_blocks", "free_blocks", "blocker", "holders",
-                 "eta_s", "replica"]
-        if not self.closed:
-            return {n: np.empty(0) for n in names}
-        cols = {n: np.concatenate([c[j] for c in self.closed]) for j, n in enumerate(names)}
-        texts = np.array(self.holder_texts + [""], dtype=object)
-        cols["holders"] = texts[cols["holders"]]  # index -1 → ""
-        return cols
+    SEGMENT_COLUMNS = ("id", "request", "start_s", "end_s", "code", "need_blocks", "free_blocks", "blocker",
+                       "holders", "eta_s", "replica")
 
-    def _inversions(self, k: int, t: float, dt: float, w: np.ndarray, admitted: list[int]) -> None:
+    def segments(self) -> dict[str, np.ndarray]:
+        """All closed segments as columns (`holders`: index into `snapshots`, −1 for none)."""
+        if not self.closed:
+            return {n: np.empty(0) for n in self.SEGMENT_COLUMNS}
+        return {n: np.concatenate([c[j] for c in self.closed]) for j, n in enumerate(self.SEGMENT_COLUMNS)}
+
+    def admissions(self) -> dict[str, np.ndarray]:
+        """Every admission (first or after a preemption) as columns."""
+        names = ("request", "t_s", "step", "replica", "need_blocks")
+        return {n: np.frombuffer(a, dtype=np.float64 if n == "t_s" else np.int64).copy()
+                for n, a in zip(names, self.adm)}
+
+    def _admissions(self, replica, k: int, t: float, admitted: list[int]) -> None:
+        rs = self.rs
+        req, ts, ks, reps, need = self.adm
+        bs = replica.pool.block_size
+        for a in admitted:
+            req.append(a)
+            ts.append(t)
+            ks.append(k)
+            reps.append(replica.index)
+            need.append(-(-int(rs.prompt[a] + rs.generated[a]) // bs))
+
+    def _inversions(self, k: int, t: float, dt: float, w: np.ndarray, admitted: list[int], replica: int) -> None:
         rs = self.rs
         adm_prio = np.sort(rs.prio[admitted])
         inv = w[rs.prio[w] < adm_prio[-1]]
@@ -123,16 +148,21 @@ class WaitLog:
             ep[3] += 1
             ep[4] += n_over
         for i, n_over in zip(inv[~cont].tolist(), overtakers[~cont].tolist()):
-            by = [a for a in admitted if rs.prio[a] > rs.prio[i]][:3]
             self.inv_episode[i] = len(self.episodes)
-            self.episodes.append([i, t, t + dt, 1, n_over, " ".join(map(str, by))])
+            self.episodes.append([i, t, t + dt, 1, n_over, replica])
         self.inv_last[inv] = k
 
     def _alert(self, replica, i: int, t: float, step, j: int) -> None:
         self.alerted[i] = True
         code = int(self.cur[i])
         need, free = int(step.need[j]), int(step.free[j])
-        holders, eta = replica.holders_and_eta(max(need - free, 0)) if need >= 0 else ("", np.nan)
+        snap = -1
+        eta = np.nan
+        if need >= 0:
+            holders, eta = replica.holders_and_eta(max(need - free, 0))
+            self.snapshots.append(holders)
+            snap = len(self.snapshots) - 1
+        self.alert_holders.append(snap)
         self.alerts.append(
             {
                 "time_s": t,
@@ -141,9 +171,9 @@ class WaitLog:
                 "waited_s": t - self.rs.arrival[i],
                 "reason": Reason(code).label,
                 "short_by_blocks": max(need - free, 0) if need >= 0 else None,
-                "holders": holders,
                 "eta_s": eta,
                 "replica": replica.index,
+                "wait": int(self.o_id[i]),
             }
         )
 

@@ -110,22 +110,28 @@ class Replica:
                 *self.sched.n_running_cls, *waiting, *self.pool.used_cls]
 
     # -- observability --------------------------------------------------------------------
-    def holders_and_eta(self, short_by) -> tuple[str, np.ndarray | float]:
-        """Top KV holders ("id:class:blocks" …) and the estimated seconds until `short_by` blocks
-        free (a number or an array of them; inf if the running requests cannot free that many)."""
-        rs, run = self.rs, self.sched.run
+    def holders_and_eta(self, short_by):
+        """A snapshot of the top KV holders — (ids, classes, blocks, each one's ETA in s) — and the
+        estimated seconds until `short_by` blocks free (a number or an array of them; inf if the
+        running requests cannot free that many)."""
+        run = self.sched.run
         short = np.asarray(short_by)
         if not run:
-            return "", (np.zeros(short.shape) if short.ndim else 0.0)
+            empty = np.empty(0, np.int64)
+            return (empty, empty, empty, np.empty(0)), (np.zeros(short.shape) if short.ndim else 0.0)
         blocks = run.held()
         top = np.argsort(-blocks, kind="stable")[:TOP_HOLDERS]
-        text = " ".join(f"{run.ids[p]}:{rs.class_names[run.cls[p]]}:{blocks[p]}" for p in top.tolist() if blocks[p] > 0)
+        top = top[blocks[top] > 0]
         seq = run.row(SEQ)
         prefill_left = np.maximum(seq - run.row(COMP) - 1, 0)
         steps_left = -(-prefill_left // self.sched.lim.budget) + (run.row(END) - seq)
+        step_s = max(self.dt, 1e-9)
+        ids = np.array(run.ids, dtype=np.int64)[top]
+        cls = np.array(run.cls, dtype=np.int64)[top]
+        snap = (ids, cls, blocks[top].astype(np.int64), steps_left[top] * step_s)
         order = np.argsort(steps_left, kind="stable")
         freed = np.cumsum(blocks[order])
         j = np.searchsorted(freed, short)
-        when = np.append(steps_left[order], np.inf)[np.minimum(j, len(order))] * max(self.dt, 1e-9)
+        when = np.append(steps_left[order], np.inf)[np.minimum(j, len(order))] * step_s
         eta = np.where(short <= 0, 0.0, when)
-        return text, (eta if short.ndim else float(eta))
+        return snap, (eta if short.ndim else float(eta))

@@ -1,8 +1,10 @@
 """The result of a run: flat pandas frames (Ciw-style records) plus a summary dict.
 
 Frames: `requests` (one row per request), `steps` (one row per engine step), `waits` (one row per
-wait segment: request, start, end, reason, KV detail, holders, ETA), `episodes` (inversion
-episodes) and `alerts`. Everything a page or a test needs is derived from these.
+wait segment: request, start, end, reason, KV detail, ETA), `holders` (the top KV holders a
+segment or an alert saw, one row each), `admissions` (one row per admission, first or after a
+preemption), `episodes` (inversion episodes) and `alerts`. Everything a page or a test needs is
+derived from these; nothing is packed into strings.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Result:
     episodes: pd.DataFrame
     alerts: pd.DataFrame
     summary: dict
+    holders: pd.DataFrame
+    admissions: pd.DataFrame
 
     @property
     def class_names(self) -> list[str]:
@@ -40,14 +44,17 @@ class Result:
 def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog, steps: StepLog,
                  t_end: float, wall_s: float) -> Result:
     names = rs.class_names
-    waits = _waits(rs, log)
+    seg = log.segments()
+    waits = _waits(rs, seg)
     requests = _requests(sc, rs, log, waits)
     step_df = _steps(steps, names)
     episodes = _episodes(rs, log)
     alerts = pd.DataFrame(log.alerts, columns=["time_s", "request", "class", "waited_s", "reason",
-                                                "short_by_blocks", "holders", "eta_s", "replica"])
+                                                "short_by_blocks", "eta_s", "replica", "wait"])
+    holders = _holders(rs, log, seg)
+    admissions = _admissions(rs, log)
     summary = summarize(sc, mem, requests, step_df, alerts, t_end, wall_s)
-    return Result(sc, mem, requests, step_df, waits, episodes, alerts, summary)
+    return Result(sc, mem, requests, step_df, waits, episodes, alerts, summary, holders, admissions)
 
 
 def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> pd.DataFrame:
@@ -96,10 +103,10 @@ def _steps(steps: StepLog, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: table[:, j].astype(np.float64 if c in floats else np.int64) for j, c in enumerate(cols)})
 
 
-def _waits(rs: Requests, log: WaitLog) -> pd.DataFrame:
-    df = pd.DataFrame(log.segments())
-    df = df.astype({"request": np.int64, "need_blocks": np.int64, "free_blocks": np.int64, "blocker": np.int64,
-                    "replica": np.int64, "code": np.int64})
+def _waits(rs: Requests, seg: dict[str, np.ndarray]) -> pd.DataFrame:
+    df = pd.DataFrame({k: v for k, v in seg.items() if k != "holders"})
+    df = df.astype({"id": np.int64, "request": np.int64, "need_blocks": np.int64, "free_blocks": np.int64,
+                    "blocker": np.int64, "replica": np.int64, "code": np.int64})
     ids = df["request"].to_numpy(dtype=np.int64)
     df.insert(1, "class", pd.Categorical.from_codes(rs.cls[ids], categories=rs.class_names))
     df.insert(2, "priority", rs.prio[ids])
@@ -109,8 +116,70 @@ def _waits(rs: Requests, log: WaitLog) -> pd.DataFrame:
     return df.sort_values(["start_s", "request"], kind="stable").reset_index(drop=True)
 
 
+def _holders(rs: Requests, log: WaitLog, seg: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One row per (wait segment or alert, holder): who held the most KV when it was checked."""
+    owners = [(int(w), False, int(h)) for w, h in zip(seg["id"].tolist(), seg["holders"].tolist()) if h >= 0]
+    owners += [(int(a["wait"]), True, h) for a, h in zip(log.alerts, log.alert_holders) if h >= 0]
+    parts = {k: [] for k in ("wait", "alert", "rank", "request", "cls", "blocks", "eta_s")}
+    for wait, alert, h in owners:
+        ids, cls, blocks, eta = log.snapshots[h]
+        n = len(ids)
+        parts["wait"].append(np.full(n, wait, np.int64))
+        parts["alert"].append(np.full(n, alert))
+        parts["rank"].append(np.arange(n, dtype=np.int64))
+        for k, v in (("request", ids), ("cls", cls), ("blocks", blocks), ("eta_s", eta)):
+            parts[k].append(v)
+    col = {k: (np.concatenate(v) if v else np.empty(0, np.float64 if k == "eta_s" else np.int64))
+           for k, v in parts.items()}
+    cls = col.pop("cls").astype(np.int64)
+    out = pd.DataFrame({"wait": col["wait"], "alert": col["alert"].astype(bool), "rank": col["rank"],
+                        "request": col["request"].astype(np.int64),
+                        "class": pd.Categorical.from_codes(cls, categories=rs.class_names),
+                        "priority": rs.class_priority[cls] if len(cls) else np.empty(0, np.int64),
+                        "blocks": col["blocks"].astype(np.int64), "eta_s": col["eta_s"].astype(np.float64)})
+    return out.sort_values(["wait", "alert", "rank"], kind="stable").reset_index(drop=True)
+
+
+def _admissions(rs: Requests, log: WaitLog) -> pd.DataFrame:
+    a = log.admissions()
+    ids = a["request"]
+    seen: dict[int, int] = {}
+    again = np.zeros(len(ids), bool)
+    for j, i in enumerate(ids.tolist()):  # in time order: the second and later admissions follow a preemption
+        again[j] = i in seen
+        seen[i] = 1
+    return pd.DataFrame({"request": ids,
+                         "class": pd.Categorical.from_codes(rs.cls[ids], categories=rs.class_names),
+                         "priority": rs.prio[ids], "t_s": a["t_s"], "step": a["step"], "replica": a["replica"],
+                         "need_blocks": a["need_blocks"], "readmission": again})
+
+
+def overtakers(res: Result, request_ids) -> pd.DataFrame:
+    """The lower-priority admissions during these requests' inversion episodes: who got in ahead.
+
+    An episode is a run of consecutive steps of one replica in which the request waited and some
+    less important request was admitted; every admission in those steps by a request of larger
+    priority number is an overtaker (DESIGN §1).
+    """
+    ep = res.episodes[res.episodes["request"].isin(list(request_ids))]
+    cols = ["request", "overtaker", "overtaker_class", "overtaker_priority", "t_s", "overtaker_need_blocks",
+            "replica"]
+    if not len(ep):
+        return pd.DataFrame({c: [] for c in cols})
+    adm = res.admissions
+    rows = []
+    for rid, prio, start, end, rep in zip(ep["request"].tolist(), ep["priority"].tolist(), ep["start_s"].tolist(),
+                                          ep["end_s"].tolist(), ep["replica"].tolist()):
+        m = adm[(adm["replica"] == rep) & (adm["t_s"] >= start) & (adm["t_s"] < end) & (adm["priority"] > prio)]
+        rows.append(pd.DataFrame({"request": rid, "overtaker": m["request"].to_numpy(),
+                                  "overtaker_class": m["class"].astype(str).to_numpy(),
+                                  "overtaker_priority": m["priority"].to_numpy(), "t_s": m["t_s"].to_numpy(),
+                                  "overtaker_need_blocks": m["need_blocks"].to_numpy(), "replica": rep}))
+    return pd.concat(rows, ignore_index=True)[cols]
+
+
 def _episodes(rs: Requests, log: WaitLog) -> pd.DataFrame:
-    cols = ["request", "start_s", "end_s", "steps", "overtakers", "first_overtakers"]
+    cols = ["request", "start_s", "end_s", "steps", "overtakers", "replica"]
     df = pd.DataFrame(log.episodes, columns=cols)
     ids = df["request"].to_numpy(dtype=np.int64)
     df.insert(1, "class", pd.Categorical.from_codes(rs.cls[ids], categories=rs.class_names))

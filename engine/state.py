@@ -22,6 +22,7 @@ class Requests:
         n = len(wl)
         self.n = n
         self.class_names = wl.class_names
+        self.class_priority = wl.class_priority
         self.arrival = wl.arrival_s.copy()
         self.prompt = wl.prompt
         self.output = wl.output

@@ -17,7 +17,7 @@ if not mitigated:
             "scenario without them.", icon=":material/info:")
 
 st.subheader("What happened")
-st.markdown(text.what_happened(res.summary, res.waits, base))
+st.markdown(text.what_happened(res.summary, res.waits, res.holders, base))
 
 st.subheader("Per class")
 st.caption("Priority: lower number = more important (vLLM's convention). Deltas: against the same traffic "

@@ -23,7 +23,7 @@ def view() -> None:
     classes = c2.multiselect("Classes", res.class_names, default=res.class_names, key="tl_classes")
     window = c3.slider("Time window (s)", 0.0, t_end, (0.0, t_end), step=max(t_end / 200, 0.1), key="tl_window")
     req = res.requests
-    lanes = (figures.default_lanes(req, res.waits, top_prio, limit=400) if mode.startswith("Top")
+    lanes = (figures.default_lanes(req, res.waits, res.holders, top_prio, limit=400) if mode.startswith("Top")
              else req.sort_values("arrival_s")["id"].head(400).tolist())
     shown = req["class"].isin(classes) & (req["arrival_s"] <= window[1]) & (req["finish_s"].fillna(t_end) >= window[0])
     keep = set(req.loc[shown, "id"])
@@ -35,7 +35,7 @@ def view() -> None:
     if not lanes:
         st.info("No request matches these filters.", icon=":material/filter_alt_off:")
         return
-    st.plotly_chart(figures.timeline(req, res.waits, res.episodes, res.steps, lanes, res.class_names,
+    st.plotly_chart(figures.timeline(req, res.waits, res.holders, res.episodes, res.steps, lanes, res.class_names,
                                      res.memory.blocks, sc.mitigations.p0_kv_reserve, window, pick),
                     key="tl_fig", theme=None)
     if len(lanes) >= 400:
@@ -46,10 +46,10 @@ def view() -> None:
 
 def story(row: pd.Series) -> None:
     st.subheader(f"Request #{int(row['id'])}, step by step")
-    st.markdown("\n".join(f"1. {line}" for line in text.request_story(row, res.waits)))
+    st.markdown("\n".join(f"1. {line}" for line in text.request_story(row, res.waits, res.holders)))
     w = res.waits[res.waits["request"] == row["id"]]
     if len(w):
-        cols = ["start_s", "end_s", "duration_s", "reason", "need_blocks", "free_blocks", "short_by", "holders", "eta_s"]
+        cols = ["start_s", "end_s", "duration_s", "reason", "need_blocks", "free_blocks", "short_by", "eta_s"]
         st.dataframe(w[cols], hide_index=True, width="stretch")
 
 

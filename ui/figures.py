@@ -99,15 +99,14 @@ def waiting_queue(steps: pd.DataFrame, classes: list[str], replica: int = 0) -> 
 # Inversion timeline
 
 
-def default_lanes(requests: pd.DataFrame, waits: pd.DataFrame, top_priority: int, limit: int = 250) -> list[int]:
+def default_lanes(requests: pd.DataFrame, waits: pd.DataFrame, holders: pd.DataFrame, top_priority: int,
+                  limit: int = 250) -> list[int]:
     """Top-priority requests, the KV holders they waited on, and lower-priority requests admitted
     during their wait — the cast of every inversion story, ordered by arrival."""
     top = requests[requests["priority"] == top_priority]
     ids = set(top["id"].tolist())
-    tw = waits[waits["priority"] == top_priority]
-    for holders in tw["holders"].dropna():
-        for h in str(holders).split():
-            ids.add(int(h.split(":")[0]))
+    tw = waits.loc[waits["priority"] == top_priority, "id"]
+    ids.update(holders.loc[holders["wait"].isin(tw), "request"].tolist())
     lower = requests[requests["priority"] > top_priority]
     starts, ends = top["arrival_s"].to_numpy(), top["first_scheduled_s"].fillna(np.inf).to_numpy()
     sched = lower["first_scheduled_s"].to_numpy()
@@ -128,29 +127,28 @@ def _segments(x0: np.ndarray, x1: np.ndarray, y: np.ndarray) -> tuple[np.ndarray
     return xs, ys
 
 
-def _hover_text(w: pd.DataFrame) -> list[str]:
+def _hover_text(w: pd.DataFrame, holders: pd.DataFrame) -> list[str]:
     out = []
-    cols = [w[c].tolist() for c in ("request", "class", "duration_s", "reason", "need_blocks", "free_blocks",
-                                    "short_by", "holders", "eta_s")]
-    for rid, cls, dur, reason, need, free, short, holders, eta in zip(*cols):
+    first = holders[~holders["alert"] & holders["wait"].isin(w["id"])]
+    text = {k: ", ".join(f"#{r} {c} ({b} blocks)" for r, c, b in zip(g["request"], g["class"].astype(str),
+                                                                     g["blocks"]))
+            for k, g in first.groupby("wait", sort=False)}
+    cols = [w[c].tolist() for c in ("id", "request", "class", "duration_s", "reason", "need_blocks", "free_blocks",
+                                    "short_by", "eta_s")]
+    for wid, rid, cls, dur, reason, need, free, short, eta in zip(*cols):
         lines = [f"<b>#{rid} {cls}</b> waits {dur:.2f} s: {reason}"]
         if need >= 0 and short >= 0:
             lines.append(f"needs {need} KV blocks, {free} free (short by {short})")
-        if isinstance(holders, str) and holders:
-            lines.append("holders: " + ", ".join(_holder_text(h) for h in holders.split()[:3]))
+        if wid in text:
+            lines.append("holders: " + text[wid])
         if eta == eta and eta is not None:
             lines.append(f"enough blocks expected in ~{eta:.1f} s")
         out.append("<br>".join(lines))
     return out
 
 
-def _holder_text(h: str) -> str:
-    rid, cls, blocks = (h.split(":") + ["", ""])[:3]
-    return f"#{rid} {cls} ({blocks} blocks)"
-
-
-def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame, steps: pd.DataFrame,
-             lanes: list[int], classes: list[str], capacity: int, kv_reserve: int = 0,
+def timeline(requests: pd.DataFrame, waits: pd.DataFrame, holders: pd.DataFrame, episodes: pd.DataFrame,
+             steps: pd.DataFrame, lanes: list[int], classes: list[str], capacity: int, kv_reserve: int = 0,
              window: tuple[float, float] | None = None, highlight: int | None = None,
              replica: int = 0) -> go.Figure:
     """Requests on a time axis (waits coloured by reason, running in green, inversion episodes
@@ -194,7 +192,7 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         mid = (w["start_s"].to_numpy() + w["end_s"].to_numpy()) / 2
         fig.add_trace(go.Scattergl(
             x=mid, y=w["request"].map(lane_of).to_numpy(dtype=float), mode="markers", name="hover",
-            marker=dict(size=10, opacity=0), hovertext=_hover_text(w), hoverinfo="text",
+            marker=dict(size=10, opacity=0), hovertext=_hover_text(w, holders), hoverinfo="text",
             customdata=w["request"].to_numpy(), showlegend=False), row=1, col=1)
     if highlight is not None and highlight in lane_of:
         k = lane_of[highlight]

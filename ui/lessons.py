@@ -67,7 +67,7 @@ def metric(res: Result, name: str):
     s = res.summary
     if name == "top_holder":
         top = next(iter(s["classes"].values()))
-        holders = top_holder_classes(res.waits, top["priority"])
+        holders = top_holder_classes(res.waits, res.holders, top["priority"])
         return holders[0][0] if holders else None
     if "." in name:
         cls, key = name.split(".", 1)

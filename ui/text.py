@@ -117,15 +117,21 @@ def top_reasons(waits: pd.DataFrame, priority: int, n: int = 3) -> list[tuple[st
     return [(str(k), float(v)) for k, v in s.head(n).items() if v > 0]
 
 
-def top_holder_classes(waits: pd.DataFrame, priority: int) -> list[tuple[str, float]]:
-    """Classes of the KV holders the top-priority class waited on, weighted by wait seconds."""
-    w = waits[(waits["priority"] == priority) & (waits["holders"].astype(str) != "")]
-    acc: dict[str, float] = {}
-    for holders, dur in zip(w["holders"].astype(str), w["duration_s"]):
-        first = holders.split()[0].split(":")
-        if len(first) >= 2:
-            acc[first[1]] = acc.get(first[1], 0.0) + float(dur)
-    return sorted(acc.items(), key=lambda kv: -kv[1])
+def top_holder_classes(waits: pd.DataFrame, holders: pd.DataFrame, priority: int) -> list[tuple[str, float]]:
+    """Classes of the biggest KV holder the top-priority class waited on, weighted by wait seconds."""
+    first = holders[(holders["rank"] == 0) & ~holders["alert"]]
+    w = waits[waits["priority"] == priority].merge(first[["wait", "class"]], left_on="id", right_on="wait",
+                                                   suffixes=("", "_holder"))
+    if not len(w):
+        return []
+    s = w.groupby(w["class_holder"].astype(str))["duration_s"].sum().sort_values(ascending=False, kind="stable")
+    return [(str(k), float(v)) for k, v in s.items()]
+
+
+def holders_of(holders: pd.DataFrame, wait_id: int) -> list[tuple[int, str, int]]:
+    """(request, class, blocks) of the holders a wait segment saw when it opened, biggest first."""
+    h = holders[(holders["wait"] == wait_id) & ~holders["alert"]]
+    return list(zip(h["request"].tolist(), h["class"].astype(str).tolist(), h["blocks"].tolist()))
 
 
 SHORT_REASON = {
@@ -146,7 +152,7 @@ def _reason_phrase(label: str) -> str:
         return label
 
 
-def what_happened(summary: dict, waits: pd.DataFrame, base: dict | None = None) -> str:
+def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, base: dict | None = None) -> str:
     """A short markdown paragraph: who waited, why, and on whom."""
     classes = summary["classes"]
     if not classes:
@@ -166,10 +172,10 @@ def what_happened(summary: dict, waits: pd.DataFrame, base: dict | None = None) 
         if reasons:
             why = "; ".join(f"{SHORT_REASON.get(r, r)} ({s:.1f} s)" for r, s in reasons)
             parts.append(f"Its requests spent {c['blocked_s']:.1f} s blocked in total. Top reasons: {why}.")
-        holders = top_holder_classes(waits, c["priority"])
-        if holders:
-            share = sum(s for _, s in holders)
-            who = ", ".join(f"{plain(k)} ({s / share:.0%})" for k, s in holders[:3])
+        by_class = top_holder_classes(waits, holders, c["priority"])
+        if by_class:
+            share = sum(s for _, s in by_class)
+            who = ", ".join(f"{plain(k)} ({s / share:.0%})" for k, s in by_class[:3])
             parts.append(f"When short of KV, the biggest holder belonged to: {who}.")
         if c["inversion_s"] > 0:
             parts.append(f"{c['inverted_requests']} of its requests saw lower-priority requests admitted while "
@@ -185,7 +191,7 @@ def what_happened(summary: dict, waits: pd.DataFrame, base: dict | None = None) 
     return " ".join(parts)
 
 
-def request_story(req: pd.Series, waits: pd.DataFrame) -> list[str]:
+def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame) -> list[str]:
     """One sentence per step of a request's life, in time order (markdown)."""
     rid = int(req["id"])
     lines = [f"t = {req['arrival_s']:.2f} s: request #{rid} ({plain(req['class'])}, priority {req['priority']}) "
@@ -197,9 +203,9 @@ def request_story(req: pd.Series, waits: pd.DataFrame) -> list[str]:
         s = f"t = {w.start_s:.2f}–{w.end_s:.2f} s ({w.duration_s:.2f} s): waits — {_reason_phrase(str(w.reason))}"
         if w.need_blocks >= 0:
             s += f"; needs {w.need_blocks} blocks, {w.free_blocks} free"
-        if isinstance(w.holders, str) and w.holders:
-            s += "; biggest holders " + ", ".join(
-                "#{} {} ({} blocks)".format(*(h.split(":") + ["", ""])[:3]) for h in w.holders.split()[:3])
+        top = holders_of(holders, w.id)
+        if top:
+            s += "; biggest holders " + ", ".join(f"#{r} {plain(c)} ({b} blocks)" for r, c, b in top)
         if w.eta_s == w.eta_s:
             s += f"; enough blocks expected in ~{w.eta_s:.1f} s"
         lines.append(s + ".")

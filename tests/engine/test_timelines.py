@@ -11,6 +11,8 @@ import math
 import pytest
 from timeline_helpers import row, waits_of
 
+from engine.result import overtakers
+
 
 # --- head-of-line stop vs backfill skip ------------------------------------------------------
 
@@ -49,7 +51,20 @@ def test_backfill_skips_misfit_and_inverts(simulate_case):
     assert b.ttft_s == 10.5
     assert b.inversion_s == 1.0 and b.inversion_episodes == 1
     ep = res.episodes.iloc[0]
-    assert (ep.request, ep.start_s, ep.end_s, ep.steps, ep.first_overtakers) == (b.id, 1.0, 2.0, 1, str(c.id))
+    assert (ep.request, ep.start_s, ep.end_s, ep.steps, ep.overtakers, ep.replica) == (b.id, 1.0, 2.0, 1, 1, 0)
+    who = overtakers(res, [b.id])
+    assert who[["request", "overtaker", "overtaker_class", "t_s", "overtaker_need_blocks"]].values.tolist() == [
+        [b.id, c.id, "P1", 1.0, 1]]
+
+
+def test_admissions_frame_lists_every_admission(simulate_case):
+    """Backfill HOL case: A at t=0 (24 tokens → 6 blocks), C at t=1 (1 block), B at t=10 (5 blocks)."""
+    res = simulate_case(HOL_CASE, policy="backfill")
+    a, b, c = row(res, "P2"), row(res, "P0"), row(res, "P1")
+    adm = res.admissions
+    assert adm[["request", "t_s", "step", "need_blocks", "readmission"]].values.tolist() == [
+        [a.id, 0.0, 0, 6, False], [c.id, 1.0, 1, 1, False], [b.id, 10.0, 10, 5, False]]
+    assert adm["class"].astype(str).tolist() == ["P2", "P1", "P0"]
 
 
 def test_kv_short_detail_names_holder_and_eta(simulate_case):
@@ -59,7 +74,9 @@ def test_kv_short_detail_names_holder_and_eta(simulate_case):
     b, a = row(res, "P0"), row(res, "P2")
     seg = res.waits[res.waits["request"] == b.id].iloc[0]
     assert (seg.need_blocks, seg.free_blocks, seg.short_by) == (5, 3, 2)
-    assert seg.holders == f"{a.id}:P2:7"
+    h = res.holders[res.holders["wait"] == seg.id]
+    assert h[["rank", "request", "blocks", "eta_s", "alert"]].values.tolist() == [[0, a.id, 7, 9.0, False]]
+    assert h["class"].astype(str).tolist() == ["P2"]
     assert seg.eta_s == 9.0
 
 

@@ -50,20 +50,22 @@ def hand_frames():
         "first_scheduled_s": [0.0, 3.0], "finish_s": [5.0, 4.0], "measured": [True, True], "ttft_s": [0.1, 2.1],
     })
     waits = pd.DataFrame({
-        "request": [1], "class": ["hi"], "priority": [0], "start_s": [1.0], "end_s": [3.0], "need_blocks": [10],
-        "free_blocks": [4], "blocker": [-1], "holders": ["0:lo:50"], "eta_s": [1.5], "replica": [0],
+        "id": [0], "request": [1], "class": ["hi"], "priority": [0], "start_s": [1.0], "end_s": [3.0],
+        "need_blocks": [10], "free_blocks": [4], "blocker": [-1], "eta_s": [1.5], "replica": [0],
         "duration_s": [2.0], "reason": ["kv_short"], "short_by": [6],
     })
+    holders = pd.DataFrame({"wait": [0], "alert": [False], "rank": [0], "request": [0], "class": ["lo"],
+                            "priority": [2], "blocks": [50], "eta_s": [1.0]})
     episodes = pd.DataFrame({"request": [1], "class": ["hi"], "priority": [0], "start_s": [2.0], "end_s": [3.0],
-                             "steps": [5], "overtakers": [1], "first_overtakers": ["0"], "duration_s": [1.0]})
+                             "steps": [5], "overtakers": [1], "replica": [0], "duration_s": [1.0]})
     steps = pd.DataFrame({"replica": [0, 0], "t_s": [0.0, 4.0], "kv_hi": [0, 4], "kv_lo": [50, 50],
                           "waiting_hi": [0, 0], "waiting_lo": [0, 0]})
-    return req, waits, episodes, steps
+    return req, waits, holders, episodes, steps
 
 
 def test_timeline_segments_episodes_and_hover():
-    req, waits, episodes, steps = hand_frames()
-    fig = figures.timeline(req, waits, episodes, steps, [0, 1], ["hi", "lo"], 64)
+    req, waits, holders, episodes, steps = hand_frames()
+    fig = figures.timeline(req, waits, holders, episodes, steps, [0, 1], ["hi", "lo"], 64)
     wait = by_name(fig, "waiting: kv_short")[0]
     assert list(wait.x[:2]) == [1.0, 3.0] and np.isnan(wait.x[2])
     assert list(wait.y[:2]) == [-1.0, -1.0]  # lane 1 (second by arrival) is drawn at y = -1
@@ -79,17 +81,17 @@ def test_timeline_segments_episodes_and_hover():
 
 
 def test_default_lanes_are_top_requests_their_holders_and_overtakers():
-    req, waits, _, _ = hand_frames()
+    req, waits, holders, _, _ = hand_frames()
     extra = pd.DataFrame({"id": [2, 3], "class": pd.Categorical(["lo", "lo"]), "priority": [2, 2],
                           "arrival_s": [1.5, 10.0], "first_scheduled_s": [2.0, 10.0], "finish_s": [6.0, 11.0],
                           "measured": [True, True], "ttft_s": [0.5, 0.1]})
     allreq = pd.concat([req, extra], ignore_index=True)
-    assert figures.default_lanes(allreq, waits, 0) == [0, 1, 2]  # #3 neither holds nor overtakes
+    assert figures.default_lanes(allreq, waits, holders, 0) == [0, 1, 2]  # #3 neither holds nor overtakes
 
 
 def test_timeline_on_a_real_run(res):
-    lanes = figures.default_lanes(res.requests, res.waits, 0)
-    fig = figures.timeline(res.requests, res.waits, res.episodes, res.steps, lanes, res.class_names,
+    lanes = figures.default_lanes(res.requests, res.waits, res.holders, 0)
+    fig = figures.timeline(res.requests, res.waits, res.holders, res.episodes, res.steps, lanes, res.class_names,
                            res.memory.blocks)
     drawn = sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in fig.data
                 if t.name and t.name.startswith("waiting: "))

@@ -32,14 +32,14 @@ def test_kpi_deltas_use_ascii_sign_and_hide_no_change():
 
 def test_what_happened_names_reasons_and_holders():
     res = simulate(load("classic-inversion"))
-    para = text.what_happened(res.summary, res.waits)
+    para = text.what_happened(res.summary, res.waits, res.holders)
     assert "P0" in para and "blocked" in para and "P2" in para and "inversion" in para
 
 
 def test_request_story_follows_the_waits():
     res = simulate(load("classic-inversion"))
     rid = int(res.waits[res.waits["priority"] == 0]["request"].iloc[0])
-    story = text.request_story(res.requests.loc[rid], res.waits)
+    story = text.request_story(res.requests.loc[rid], res.waits, res.holders)
     assert story[0].startswith("t = ") and f"#{rid}" in story[0]
     assert sum("waits" in s for s in story) == (res.waits["request"] == rid).sum()
 

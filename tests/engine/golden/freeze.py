@@ -124,25 +124,29 @@ def build_cases() -> dict[str, dict]:
 # Canonical frames and fingerprints
 
 
+WAIT_COLUMNS = ["request", "class", "priority", "start_s", "end_s", "need_blocks", "free_blocks", "blocker", "eta_s",
+                "replica", "duration_s", "reason", "short_by", "holders"]
+ALERT_COLUMNS = ["time_s", "request", "class", "waited_s", "reason", "short_by_blocks", "holders", "eta_s", "replica"]
+
+
 def canonical(res) -> dict[str, pd.DataFrame]:
     """The frames in a representation-independent form (what must not change)."""
-    waits = res.waits.drop(columns=["holders"], errors="ignore").copy()
-    waits["holders"] = holder_strings(res)
+    waits = res.waits.assign(holders=holder_strings(res, alerts=False))[WAIT_COLUMNS]
+    alerts = res.alerts.assign(holders=holder_strings(res, alerts=True))[ALERT_COLUMNS]
     episodes = res.episodes[["request", "class", "priority", "start_s", "end_s", "steps", "overtakers",
                              "duration_s"]]
-    alerts = res.alerts.copy()
-    return {"requests": res.requests, "steps": res.steps, "waits": waits.drop(columns=["id"], errors="ignore"),
-            "episodes": episodes, "alerts": alerts}
+    return {"requests": res.requests, "steps": res.steps, "waits": waits, "episodes": episodes, "alerts": alerts}
 
 
-def holder_strings(res) -> list[str]:
-    """Each wait segment's top holders as "id:class:blocks …" (the original representation)."""
-    if "holders" in res.waits.columns:
-        return res.waits["holders"].astype(str).tolist()
-    h = res.holders.sort_values(["wait", "rank"])
+def holder_strings(res, alerts: bool) -> list[str]:
+    """Each wait segment's (or alert's) top holders as "id:class:blocks …" (the first representation)."""
+    frame = res.alerts if alerts else res.waits
+    if "holders" in frame.columns:
+        return frame["holders"].astype(str).replace("nan", "").tolist()
+    h = res.holders[res.holders["alert"] == alerts].sort_values(["wait", "rank"])
     text = {w: " ".join(f"{r}:{c}:{b}" for r, c, b in zip(g["request"], g["class"].astype(str), g["blocks"]))
             for w, g in h.groupby("wait", sort=False)}
-    return [text.get(w, "") for w in res.waits["id"]]
+    return [text.get(w, "") for w in frame["wait" if alerts else "id"]]
 
 
 def fingerprint(df: pd.DataFrame) -> str:
