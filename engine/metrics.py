@@ -106,7 +106,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
     busy = float(steps["dt_s"].sum()) if len(steps) else 0.0
     kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.blocks) if busy else 0.0
     budget = sc.scheduler.max_num_batched_tokens
-    waiting = steps[[c for c in steps.columns if c.startswith("waiting_")]].sum(axis=1) if len(steps) else None
+    waiting = steps["waiting"] if len(steps) else None
     loaded = tokens[waiting > 0] if len(steps) and (waiting > 0).any() else tokens
     out_tokens = int(req.loc[req["status"] == "finished", "output_tokens"].sum())
     return {

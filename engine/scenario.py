@@ -293,8 +293,13 @@ def to_yaml(sc: Scenario) -> str:
 
 
 def scenario_names() -> list[str]:
-    """Names of the scenarios shipped in `scenarios/`."""
+    """Names of the scenarios shipped in `scenarios/` (the app's presets and the lessons')."""
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+
+
+def bench_names() -> list[str]:
+    """Names of the benchmark scenarios in `scenarios/bench/` (CLI only: too big for the app)."""
+    return sorted(p.stem for p in (SCENARIO_DIR / "bench").glob("*.yaml"))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -324,10 +329,12 @@ def resolve_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
-    shipped = SCENARIO_DIR / f"{name_or_path}.yaml"
-    if shipped.exists():
-        return shipped
-    raise ScenarioError(f"no scenario {name_or_path!r}: use one of {', '.join(scenario_names())} or a .yaml path")
+    for folder in (SCENARIO_DIR, SCENARIO_DIR / "bench"):
+        shipped = folder / f"{name_or_path}.yaml"
+        if shipped.exists():
+            return shipped
+    names = ", ".join(scenario_names() + bench_names())
+    raise ScenarioError(f"no scenario {name_or_path!r}: use one of {names} or a .yaml path")
 
 
 def load_raw(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:

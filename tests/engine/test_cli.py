@@ -116,7 +116,10 @@ def test_list_prints_the_shipped_scenarios():
     assert shipped == scenario_names()
     assert {"default", "classic-inversion"} <= set(shipped)
     lines = proc.stdout.strip().splitlines()
-    assert [ln.split()[0] for ln in lines] == shipped
+    bench = sorted(p.stem for p in (REPO / "scenarios" / "bench").glob("*.yaml"))
+    assert {"stress-100k", "vidur-2k"} <= set(bench)
+    assert [ln.split()[0] for ln in lines] == shipped + bench  # the app's presets, then the CLI-only benchmarks
+    assert all(ln.endswith("(CLI only)") for ln in lines[len(shipped):])
     default_line = next(ln for ln in lines if ln.split()[0] == "default")
     assert load("default").title in default_line
 
