@@ -16,9 +16,9 @@ have released enough blocks. It ignores new admissions, so it is a lower bound u
 
 from __future__ import annotations
 
-import numpy as np
-
 from array import array
+
+import numpy as np
 
 from .reasons import Reason
 from .requests import Requests

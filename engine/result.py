@@ -18,9 +18,9 @@ from .memory import MemoryBreakdown
 from .metrics import summarize
 from .observe import WaitLog, episodes_from
 from .reasons import LABELS
+from .requests import STATUS, Requests
 from .scenario import Scenario
 from .steplog import StepLog
-from .requests import STATUS, Requests
 
 
 @dataclass
@@ -61,7 +61,8 @@ class Result:
         prio = req["priority"].to_numpy()
         waits = {c: self.waits[c].to_numpy() for c in ("request", "replica", "start_s", "end_s")}
         adm = {c: self.admissions[c].to_numpy() for c in ("request", "t_s", "dt_s", "step", "replica")}
-        ep = pd.DataFrame(episodes_from(waits, adm, prio, None if request_ids is None else np.asarray(list(request_ids))))
+        ids = None if request_ids is None else np.asarray(list(request_ids), dtype=np.int64)
+        ep = pd.DataFrame(episodes_from(waits, adm, prio, ids))
         ids = ep["request"].to_numpy(dtype=np.int64)
         ep.insert(1, "class", pd.Categorical.from_codes(req["class"].cat.codes.to_numpy()[ids],
                                                         categories=req["class"].cat.categories))
@@ -85,8 +86,8 @@ def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog,
                                                 "short_by_blocks", "eta_s", "replica", "wait"])
     holders = _holders(rs, log, seg)
     admissions = _admissions(rs, log)
-    per_step = pd.DataFrame({c: steps.column(c) for c in ("dt_s", "prefill_tokens", "decode_tokens", "kv_used",
-                                                           "reserve_idle")})
+    per_step = pd.DataFrame({c: steps.column(c)
+                             for c in ("dt_s", "prefill_tokens", "decode_tokens", "kv_used", "reserve_idle")})
     per_step["waiting"] = sum(steps.column(f"waiting_{n}") for n in names) if names else 0
     summary = summarize(sc, mem, requests, per_step, alerts, t_end, wall_s)
     return Result(sc, mem, requests, waits, alerts, summary, holders, admissions, steps)

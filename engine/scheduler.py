@@ -270,7 +270,7 @@ class Scheduler:
             step.need = np.concatenate([step.need, np.full(len(late), -1, np.int64)])
             step.room = np.concatenate([step.room, np.full(len(late), -1, np.int64)])
 
-    def _prefilter(self, walk: "_Walk", budget: Budget):
+    def _prefilter(self, walk: _Walk, budget: Budget):
         """A skipping policy with a long queue and free seats and budget: mark, in one vectorised
         check, who cannot fit in KV now (room only shrinks while it walks, so they stay out) and
         walk only the others, until seats or budget run out (then every later position, as the
@@ -287,7 +287,7 @@ class Scheduler:
         walk.start = (pool.used, pool.used_other, list(pool.used_cls), bool(self.running))
         return codes, need
 
-    def _walk(self, walk: "_Walk", order: list[int], budget: Budget, now: float, pre) -> None:
+    def _walk(self, walk: _Walk, order: list[int], budget: Budget, now: float, pre) -> None:
         rs, lim, run, stops = self.rs, self.lim, self.running, self.policy.stops_at_misfit
         todo = walk.todo if pre is not None else range(len(order))
         k = 0
@@ -354,7 +354,7 @@ class Scheduler:
                 why = self._evict_for_blocks(w, c, need, now, budget)
         return why, min(n, avail), need, done, seq
 
-    def _label_skipped(self, walk: "_Walk", pre) -> None:
+    def _label_skipped(self, walk: _Walk, pre) -> None:
         """Reasons for the requests the pre-filter kept out of the walk, as the sequential walk
         would have found them at their turn (the pool as it stood after the admissions before)."""
         rs, pos = self.rs, np.arange(len(walk.ids))

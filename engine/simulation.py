@@ -82,7 +82,8 @@ def check(sc: Scenario) -> None:
     if sc.mitigations.p0_token_reserve >= sc.scheduler.max_num_batched_tokens:
         raise ScenarioError(
             f"mitigations.p0_token_reserve = {sc.mitigations.p0_token_reserve}: must be below "
-            f"scheduler.max_num_batched_tokens ({sc.scheduler.max_num_batched_tokens}), or no other class could ever run"
+            f"scheduler.max_num_batched_tokens ({sc.scheduler.max_num_batched_tokens}), "
+            "or no other class could ever run"
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +29,7 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _in_process(seed: int | None = None, policy: str | None = None) -> str:
     over = {k: v for k, v in (("seed", seed), ("scheduler.policy", policy)) if v is not None}
     return json.dumps(_comparable(simulate(load("default", over)).summary))

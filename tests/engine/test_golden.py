@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from golden.freeze import CASES, EXPECTED, canonical, fingerprint, run_case, summary_of
 
 CASE_DATA = json.loads(CASES.read_text())
