@@ -36,7 +36,8 @@ def ensure_venv(req: str) -> None:
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
     if stamp.exists() and stamp.read_text() == digest:
         return
-    sh(str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(ROOT / req))
+    reqs = [a for f in dict.fromkeys(files) for a in ("-r", str(f))]
+    sh(str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *reqs)
     stamp.write_text(digest)
 
 

@@ -11,12 +11,13 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
+import scenarios
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .presets import GPUS, MODELS
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIO_DIR = Path(scenarios.__file__).resolve().parent
 
 
 class ScenarioError(ValueError):
