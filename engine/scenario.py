@@ -11,10 +11,12 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-import scenarios
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+import scenarios
+
+from .policies import POLICIES
 from .presets import GPUS, MODELS
 
 SCENARIO_DIR = Path(scenarios.__file__).resolve().parent
@@ -85,7 +87,7 @@ class Cost(_Model):
 
 
 class Scheduler(_Model):
-    policy: Literal["fcfs", "priority", "backfill", "preempt"] = "fcfs"
+    policy: Literal[tuple(POLICIES)] = "fcfs"  # type: ignore[valid-type]  # the names in engine.policies
     max_num_batched_tokens: int = Field(8192, ge=1, le=1_048_576)
     max_num_seqs: int = Field(256, ge=1, le=65536)
     long_prefill_token_threshold: int = Field(0, ge=0, le=1_048_576)
