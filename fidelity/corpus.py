@@ -30,9 +30,10 @@ vLLM (arrival step, then generation order), so a trace written in that order kee
 `prefix_tokens` prompt tokens are the first `prefix_tokens` tokens of its group's token stream
 (identical across the group); the rest of the prompt is unique to the request. When
 `prefix_tokens` equals the prompt length (multi-turn conversations: `parent` >= 0 names the
-previous turn, whose prompt and output this prompt re-sends before new user tokens), the
-request's output tokens continue the group's stream, so the next turn shares them too. Shared
-system prompts always have prompt length > `prefix_tokens`, so their outputs are unique.
+previous turn, whose prompt and output this prompt re-sends before new user tokens; or a
+repeated identical prompt), the request's output tokens continue the group's stream, so the
+next turn shares them too (and two identical prompts produce identical outputs, as with greedy
+sampling). Otherwise (prompt longer than `prefix_tokens`) the outputs are unique.
 
 **Step numbering.** A step is one forward pass (a batch with at least one scheduled token) or one
 idle tick; steps are numbered 0, 1, 2, … on a fixed grid (step k occupies [k·DT, (k+1)·DT) for a

@@ -41,6 +41,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 from . import corpus  # noqa: E402
+from .tokens import output_token, prompt_tokens  # noqa: E402
 from .workloads import MODES, generate  # noqa: E402
 
 MAX_STEPS = 1000  # a longer workload is redrawn (next attempt of the same index)
@@ -61,36 +62,6 @@ class TooLong(Exception):
 
 class Stuck(Exception):
     """vLLM made no progress (should not happen with the generator's KV sizing)."""
-
-
-# --- deterministic token ids ---------------------------------------------------------------
-# Group streams use ids < 60000 and start with a per-group id; every unique part of a prompt
-# starts with a per-request marker >= 60000, so hash chains never collide by accident.
-
-def stream_token(group: int, pos: int) -> int:
-    if pos == 0:
-        return 50000 + group
-    return 1 + (group * 7919 + pos * 104729 + (pos * pos) % 9973) % 49000
-
-
-def unique_token(req: int, pos: int, start: int) -> int:
-    if pos == start:
-        return 60000 + req
-    return 1 + (req * 131 + pos * 31) % 49000
-
-
-def prompt_tokens(r: dict, idx: int) -> list[int]:
-    n, g = r["prefix_tokens"], r["prefix_group"]
-    shared = [stream_token(g, i) for i in range(n)] if g >= 0 else []
-    return shared + [unique_token(idx, i, len(shared)) for i in range(len(shared), r["prompt_len"])]
-
-
-def output_token(r: dict, idx: int, j: int) -> int:
-    """The j-th sampled token: continues the group's stream for a whole-prompt group member
-    (a conversation turn), unique otherwise."""
-    if r["prefix_group"] >= 0 and r["prefix_tokens"] == r["prompt_len"]:
-        return stream_token(r["prefix_group"], r["prompt_len"] + j)
-    return 1 + (idx * 977 + j * 13) % 49000
 
 
 # --- vLLM objects ---------------------------------------------------------------------------

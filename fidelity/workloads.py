@@ -128,15 +128,19 @@ def _alone(rng: random.Random) -> list[dict]:
 
 
 def _prefix_requests(rng: random.Random, n: int, bs: int) -> list[dict]:
-    """Shared system prompts (per-request group and length) plus a few multi-turn conversations
-    (at most 3 conversations of at most 4 turns, within MAX_REQUESTS)."""
+    """Shared system prompts (per-request group and length), repeated identical prompts, and a few
+    multi-turn conversations (at most 3 of at most 4 turns, within MAX_REQUESTS)."""
     reqs = _base_requests(rng, min(n, MAX_REQUESTS - 12), p_long=0.15, prompt_long=(65, 300))
-    groups = [rng.choice([rng.randint(1, 3 * bs), rng.randint(bs, 200)]) for _ in range(rng.randint(1, 3))]
+    groups = [rng.choice([rng.randint(1, 3 * bs), rng.randint(bs, 200), bs * rng.randint(1, 12)])
+              for _ in range(rng.randint(1, 3))]
     for r in reqs:
-        if rng.random() < 0.75:
+        u = rng.random()
+        if u < 0.75:
             g = rng.randrange(len(groups))
             r["prefix_group"], r["prefix_tokens"] = g, groups[g]
-            r["prompt_len"] = groups[g] + rng.randint(1, 80)
+            # mostly a system prompt plus a unique question; sometimes the very same prompt again
+            # (a repeated request: its whole prompt is cached, and the hit stops one token short)
+            r["prompt_len"] = groups[g] + (0 if u < 0.08 else rng.randint(1, 80))
     if rng.random() < 0.4:
         next_group = len(groups)
         for _ in range(rng.randint(1, 3)):
