@@ -45,6 +45,9 @@ The rules, per `schedule()` call (vLLM's names in brackets):
    can be scheduled again in the next step before that token is known).
 7. *Output*: each sampled token is appended; at `max_tokens` the request finishes and frees its
    blocks. Sync: right after the step. Async: after the next step has been scheduled.
+8. *Time*: a call that schedules nothing while requests run or wait (under async: every running
+   request's last token in flight; under priority: every running request preempted) runs no
+   forward pass and takes no time; the next call builds the same step.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ RULES = {
     "fcfs_preempted_to_front": "fcfs puts a preempted request at the back of the queue",
     "async_output_one_step_late": "async workloads run with the sync loop (output seen at once)",
     "async_skip_last_token_in_flight": "async schedules a request again although its last token is in flight",
+    "empty_step_takes_no_time": "a schedule() call that schedules nothing while requests wait or run takes a step",
     "hit_stops_one_token_short": "a prefix hit may cover the whole prompt",
     "free_cached_hits_count": "cached free blocks touched by a hit do not count against free room",
     "unhashed_freed_first": "freed blocks all go to the back of the free queue",
@@ -406,9 +410,12 @@ class Model:
 
     # the engine-core loop (same shape as fidelity.record)
     def _call(self):
+        busy = bool(self.running or self.waiting)
         sampled, pre = self.schedule()
         total = sum(n for _, n, _ in sampled)
         slot = self.k if total else None
+        if not total and busy and not self.on("empty_step_takes_no_time"):
+            self.k += 1  # an idle step: nothing ran, yet the step's time passed
         self.log.append((slot, {i: n for i, n, _ in sampled}, sorted(pre)))
         for i, _, _ in sampled:
             self.first_sched.setdefault(i, slot)

@@ -1,6 +1,6 @@
 """Replay the recorded corpus through this project's engine and compare it with vLLM, step by step.
 
-    python -m fidelity.replay [--modes fcfs,async] [--dt 0.1] [--limit N] [--show 3]
+    python -m fidelity.replay [--modes fcfs,async] [--dt 0.1] [--limit N] [--show 3] [--explain]
 
 Each workload becomes an engine scenario: fixed step time DT (`cost.model: fixed`),
 `kv.num_blocks` = vLLM's `num_gpu_blocks`, budget, seats, chunk cap, watermark, policy, and the
@@ -11,6 +11,9 @@ t / DT − 1 (the engine stamps them at the end of the step), a step row's index
 gaps included). A workload agrees when every request's first-scheduled, first-token and finish
 steps and preemption count (and prefix-cache hit tokens, when the engine reports
 `cached_tokens`) equal vLLM's, and every step's token total does.
+
+`--explain` names, for each shown workload, the smallest set of vLLM rules (those of
+`fidelity.reference`) whose absence reproduces the engine's result exactly.
 
 Keys the engine may not know yet (`scheduler.async_scheduling`, `kv.prefix_caching`,
 `scheduler.long_prefill_token_threshold_adaptive`) are set only when the engine's schema has them;
@@ -50,7 +53,6 @@ def engine_knows(dotted: str) -> bool:
     """Whether the engine's scenario schema has this key (validated with a harmless value)."""
     from engine.scenario import ScenarioError, apply_overrides, from_dict
 
-    section, key = dotted.split(".")
     probe = {"kv": {"num_blocks": 10}}
     try:
         from_dict(apply_overrides(probe, {dotted: False}))
@@ -133,6 +135,7 @@ class Comparison:
     step_diffs: list[tuple[int, int, int]] = field(default_factory=list)  # (step, vllm, engine)
     request_diffs: list[tuple[int, list, list]] = field(default_factory=list)  # (id, vllm, engine)
     unsupported: str = ""
+    engine: tuple[list[list], dict[int, int]] | None = None  # the engine's rows and step tokens
 
     @property
     def agrees(self) -> bool:
@@ -170,7 +173,34 @@ def compare(wl: dict, engine_rows: list[list], engine_step_tokens: dict[int, int
                   for k in sorted(set(vllm_steps) | set(engine_step_tokens))
                   if vllm_steps.get(k, 0) != engine_step_tokens.get(k, 0)]
     n = len(vllm_rows)
-    return Comparison(wl["id"], n, n - len(diffs), step_diffs, diffs)
+    return Comparison(wl["id"], n, n - len(diffs), step_diffs, diffs, engine=(engine_rows, engine_step_tokens))
+
+
+def explain(wl: dict, comparison: Comparison, max_rules: int = 4) -> tuple[str, ...] | None:
+    """The smallest set of vLLM rules (`reference.RULES`) whose absence reproduces the engine's
+    result exactly: the reference model with those rules dropped behaves like the engine on this
+    workload. None if no set of up to `max_rules` does (e.g. a time-grid error, or a new rule)."""
+    from itertools import combinations
+
+    from .reference import RULES, Model, agrees
+
+    if comparison.engine is None:
+        return None
+    rows, steps = comparison.engine
+    want_rows = [list(r[:4]) for r in rows]
+    n = max(steps) + 1 if steps else 0
+    want_steps = [steps.get(k, 0) for k in range(n)]
+    # only rules that change this workload at all can be part of the explanation
+    candidates = [r for r in RULES if not agrees(wl, {r})[0]]
+    for k in range(1, max_rules + 1):
+        for drop in combinations(candidates, k):
+            try:
+                got = Model(wl, set(drop)).run()
+            except (RuntimeError, KeyError, ValueError):
+                continue
+            if got["step_tokens"] == want_steps and [r[:4] for r in got["requests"]] == want_rows:
+                return drop
+    return None
 
 
 def replay(wl: dict, dt: float = DEFAULT_DT, workdir: Path | None = None, blocks_offset: int = 0) -> Comparison:
@@ -237,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dt", type=float, default=DEFAULT_DT, help="fixed step time in seconds")
     ap.add_argument("--limit", type=int, default=None, help="only the first N workloads per mode")
     ap.add_argument("--show", type=int, default=1, help="differing workloads to describe per mode")
+    ap.add_argument("--explain", action="store_true",
+                    help="name the vLLM rules whose absence reproduces the engine on each shown workload")
     ap.add_argument("--blocks-offset", type=int, default=0,
                     help="diagnosis: add this to kv.num_blocks (-1: give the engine vLLM's usable count)")
     ap.add_argument("--dir", type=Path, default=corpus.CORPUS_DIR, help="corpus directory")
@@ -253,8 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         rep = replay_mode(mode, args.dt, args.limit, args.dir, args.blocks_offset)
         print(rep.line(), flush=True)
+        wls = {w["id"]: w for w in corpus.read(corpus.corpus_path(mode, args.dir))[1]}
         for c in [c for c in rep.failures() if not c.unsupported][: args.show]:
             print("    " + c.describe())
+            if args.explain:
+                why = explain(wls[c.id], c)
+                print("      engine = vLLM without: " + (" + ".join(why) if why else
+                      "no combination of up to 4 named rules (time grid? a rule not in the model?)"))
     print(f"({time.perf_counter() - t0:.1f} s)")
     return 0
 

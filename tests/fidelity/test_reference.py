@@ -81,7 +81,8 @@ WHERE = {
     "adaptive_floor": ["adaptive"], "priority_self_preemption_continues": ["preemption"],
     "victim_grant_returned": ["threshold", "adaptive"], "no_admission_after_preemption": ["async"],
     "fcfs_preempted_to_front": ["fcfs"], "async_output_one_step_late": ["async"],
-    "async_skip_last_token_in_flight": ["async"], "hit_stops_one_token_short": ["prefix"],
+    "async_skip_last_token_in_flight": ["async"], "empty_step_takes_no_time": ["async"],
+    "hit_stops_one_token_short": ["prefix"],
     "free_cached_hits_count": ["prefix"], "unhashed_freed_first": ["prefix"],
     "freed_last_block_first": ["prefix"],
 }
@@ -98,3 +99,16 @@ def test_the_corpus_sees_each_rule(rule):
         if any(not reference.agrees(wl, {rule})[0] for wl in workloads):
             return
     pytest.fail(f"no recorded workload changes without {rule!r}: {reference.RULES[rule]}")
+
+
+def test_explain_names_the_missing_rule():
+    """An 'engine' that is vLLM without the chunk-cap exception is explained as exactly that."""
+    from fidelity import replay
+
+    _, workloads = corpus.read(corpus.corpus_path("threshold"))
+    wl = next(w for w in workloads if len(w["requests"]) == 1)
+    got = reference.Model(wl, {"no_cap_when_alone"}).run()
+    steps = {k: t for k, t in enumerate(got["step_tokens"]) if t}
+    comparison = replay.compare(wl, [r[:4] + [None] for r in got["requests"]], steps)
+    assert not comparison.agrees
+    assert replay.explain(wl, comparison) == ("no_cap_when_alone",)
