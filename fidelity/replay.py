@@ -4,9 +4,9 @@
 
 Each workload becomes an engine scenario: fixed step time DT (`cost.model: fixed`),
 `kv.num_blocks` = vLLM's `num_gpu_blocks`, budget, seats, chunk cap, watermark, policy, and the
-requests as a simulator-format trace (arrival = arrival_step × DT, exact prompt and output
-lengths, one class per priority; `prefix_group` / `prefix_tokens` columns when prefix caching is
-on). Engine times map back to steps: first scheduled = t / DT, first token and finish =
+requests as a simulator-format trace (arrival = arrival_step × DT as a short decimal, 0.3 rather
+than 0.30000000000000004; exact prompt and output lengths; one class per priority;
+`prefix_group` / `prefix_tokens` columns when prefix caching is on). Engine times map back to steps: first scheduled = t / DT, first token and finish =
 t / DT − 1 (the engine stamps them at the end of the step), a step row's index = t_s / DT (idle
 gaps included). A workload agrees when every request's first-scheduled, first-token and finish
 steps and preemption count (and prefix-cache hit tokens, when the engine reports
@@ -96,7 +96,7 @@ def scenario(wl: dict, trace_path: Path, dt: float, blocks_offset: int = 0) -> d
     head = "arrived_at,num_prefill_tokens,num_decode_tokens,class" + (",prefix_group,prefix_tokens" if prefix else "")
     rows = [head]
     for arrival, prompt, output, prio, group, ptoks, _parent in reqs:
-        row = f"{repr(arrival * dt)},{prompt},{output},p{prio}"
+        row = f"{round(arrival * dt, 9)!r},{prompt},{output},p{prio}"  # 0.3, as a trace writes it
         rows.append(row + (f",{group},{ptoks}" if prefix else ""))
     trace_path.write_text("\n".join(rows) + "\n")
     return data

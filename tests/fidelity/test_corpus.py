@@ -106,7 +106,7 @@ def test_scenario_maps_every_knob_and_request(tmp_path):
                                "p1": {"priority": 1, "arrival": {"rate": 0}}}
     assert path.read_text().splitlines() == [
         "arrived_at,num_prefill_tokens,num_decode_tokens,class", "0.0,300,2,p1",
-        f"{3 * 0.1!r},20,5,p0"]
+        "0.3,20,5,p0"]
     assert data["duration_s"] > 3 * 0.1
 
 
