@@ -170,7 +170,7 @@ class Run:
         self.step_tokens: list[int] = []
         self.empty_calls = 0
         self.k = 0
-        self.log: list[tuple] = []  # (slot or None, {request: tokens}, preempted ids): for --show
+        self.log: list[tuple] = []  # per call: (slot or None, {request: tokens}, preempted): debugging
 
     # arrivals
     def _arrive(self, k: int) -> None:
