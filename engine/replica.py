@@ -11,8 +11,9 @@ out how many steps that is (`_quiet_steps`), computes their step times exactly a
 (the roofline time grows with the context every step), logs them as one run, and advances time
 in one SimPy timeout. Every decision, count and time equals stepping one at a time.
 
-The replica keeps its own clock (`now`): the same float additions stepping makes, so a run's end
-is exactly where stepping would have arrived; SimPy's clock only orders the replicas.
+The replica keeps its own clock (`now`, `engine.clock`): exact grid points k·dt on a fixed step,
+otherwise the same float additions stepping makes, so a run's end is exactly where stepping would
+have arrived; SimPy's clock only orders the replicas.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import math
 import numpy as np
 import simpy
 
+from .clock import Clock
 from .cost import StepCost
 from .kv import KVPool
 from .observe import WaitLog
@@ -45,6 +47,7 @@ class Replica:
         self.until, self.skip = until, skip
         self.k = 0
         self.now = 0.0
+        self.clock = Clock(cost.fixed_s)
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
@@ -74,6 +77,8 @@ class Replica:
         self.now = env.now
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
         while True:
+            if feed.strict and self.clock.grid is not None:
+                yield env.timeout(0)  # let arrivals routed at this very grid point reach us first
             if feed.next_t <= self.now:
                 for i in feed(self.now):
                     self.submit(i)
@@ -91,11 +96,11 @@ class Replica:
             step = sched.schedule(now)
             for v in step.preempted:
                 log.enter(v, now)
-            dt = self.cost(step.tokens, step.attn, step.context) + step.swap_s
+            end, dt = self.clock.advance(now, self.cost(step.tokens, step.attn, step.context) + step.swap_s)
             log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
             row = self._row(step)  # KV and running counts during the step
-            yield env.timeout(dt)
-            self.now = now + dt
+            yield self._until(end, dt)
+            self.now = end
             finished = sched.complete(step, self.now)
             self.steps.add(now, dt, row)
             self.k += 1
@@ -109,13 +114,19 @@ class Replica:
         env = self.env
         if not feed.strict and feed.next_t < math.inf:
             delay = max(feed.next_t - self.now, 0.0)
-            yield env.timeout(delay)
-            self.now = self.now + delay
+            yield self._until(feed.next_t, delay)
+            self.now = feed.next_t if self.clock.grid is not None else self.now + delay
         else:
             self._wake = env.event()
             yield self._wake
             self._wake = None
-            self.now = env.now
+            self.now = self.clock.from_sim(env.now)  # routed arrivals come on the grid already
+
+    def _until(self, end: float, dt: float) -> simpy.Timeout:
+        """A SimPy timeout to time `end` (SimPy counts ticks on a grid: exact integers)."""
+        if self.clock.grid is None:
+            return self.env.timeout(max(dt, 0.0))
+        return self.env.timeout(max(self.clock.to_sim(end) - self.env.now, 0))
 
     def _row(self, step: Step) -> list[int]:
         """The step's integer columns of the step log (see `StepLog`)."""
@@ -131,8 +142,11 @@ class Replica:
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
-        t_end = starts[-1] + dts[-1]
-        yield self.env.timeout(max(t_end - self.env.now, 0.0))
+        t_end = self.clock.advance(starts[-1], dts[-1])[0]
+        if self.clock.grid is None:
+            yield self.env.timeout(max(t_end - self.env.now, 0.0))
+        else:
+            yield self._until(t_end, 0.0)
         self.now = t_end
         self.k += m
         growth = [b - a for a, b in zip(self.pool.used_cls, kv[-1])]
@@ -183,16 +197,16 @@ class Replica:
         """Start and step times of up to m decode steps of n requests on a context growing by n
         each step — the float additions stepping makes — keeping those that start before
         `start_by` and end before `end_by`."""
-        cost, t = self.cost, self.now
+        cost, clock, t = self.cost, self.clock, self.now
         starts, dts = [], []
         for j in range(m):
             c = ctx + j * n
-            dt = cost(n, float(c) + 0.5 * float(n), c)
-            if t >= start_by or t + dt >= end_by:
+            end, dt = clock.advance(t, cost(n, float(c) + 0.5 * float(n), c))
+            if t >= start_by or end >= end_by:
                 break
             starts.append(t)
             dts.append(dt)
-            t = t + dt
+            t = end
         return starts, dts
 
     def _kv_steps(self, m: int, last: Step | None) -> list[list[int]]:

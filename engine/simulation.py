@@ -17,6 +17,7 @@ import time
 import numpy as np
 import simpy
 
+from .clock import Clock
 from .cost import make_step_cost
 from .kv import UNLIMITED, KVPool
 from .memory import breakdown
@@ -129,14 +130,16 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
         replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))
+    clock = Clock(cost.fixed_s)
+    due = clock.snap_many(rs.arrival[first])  # on a fixed step: the grid point each arrival is taken at
     if len(replicas) == 1:
-        feed = StaticFeed(first, rs.arrival[first])
+        feed = StaticFeed(first, due)
         env.process(replicas[0].run(feed))
 
         def route(j: int, t: float) -> None:
             feed.add(j, t)
     else:
-        shared = RouterFeed(rs.arrival[first])
+        shared = RouterFeed(due)
         for rep in replicas:
             env.process(rep.run(shared))
 
@@ -145,9 +148,9 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
             best = min(allowed, key=lambda k: (replicas[k].load, k))
             replicas[best].submit(j)
 
-        env.process(_router(env, first, rs.arrival[first], route, shared))
+        env.process(_router(env, first, due, route, shared, clock))
 
-    env.run(until=until)
+    env.run(until=until if clock.grid is None else until / clock.grid)
     t_end = max((rep_end for rep_end in _ends(steps)), default=0.0)
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
@@ -155,10 +158,11 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0)
 
 
-def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed):
+def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock):
     for i, t in zip(ids.tolist(), times.tolist()):
-        if t > env.now:
-            yield env.timeout(t - env.now)
+        at = clock.to_sim(t)
+        if at > env.now:
+            yield env.timeout(at - env.now)
         feed.routed()
         route(i, t)
 

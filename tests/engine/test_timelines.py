@@ -183,3 +183,24 @@ def test_too_large_is_rejected_not_hung(simulate_case):
 def test_every_policy_finishes_the_hol_case(simulate_case, policy):
     res = simulate_case(HOL_CASE, policy=policy)
     assert set(res.requests["status"]) == {"finished"}
+
+
+# --- time on a fixed step ------------------------------------------------------------------------
+
+
+def test_fixed_step_time_is_an_exact_grid(simulate_case):
+    """Step 0.1 s (not a binary fraction). A (4 + 3 tokens) at 0: prefill in step 0 (first token
+    at 0.1), decodes in steps 1 and 2 (finish at 0.3). B (4 + 1) arrives at 0.3 = 3 × 0.1 and is
+    taken at step 3 — not a step late, although 0.1 + 0.1 + 0.1 > 0.3 in floating point — and
+    finishes with its first token at 0.4. The engine is then idle; C arrives at 0.75 and the
+    engine wakes at the next grid point, 0.8 (step 8). D arrives at 2.9 (2.9 / 0.1 is
+    28.999999999999996 in floating point): step 29. Every step starts at exactly k × 0.1."""
+    case = {"P0": (0, [(0.0, 4, 3), (0.3, 4, 1), (0.75, 4, 1), (2.9, 4, 1)])}
+    res = simulate_case(case, overrides={"cost.step_time_s": 0.1})
+    a, b, c, d = (row(res, "P0", k) for k in range(4))
+    assert (a.first_token_s, a.finish_s) == (1 * 0.1, 3 * 0.1)
+    assert (b.first_scheduled_s, b.finish_s) == (3 * 0.1, 4 * 0.1)
+    assert (c.first_scheduled_s, c.first_token_s, c.queue_wait_s) == (8 * 0.1, 9 * 0.1, 8 * 0.1 - 0.75)
+    assert (d.first_scheduled_s, d.finish_s) == (29 * 0.1, 30 * 0.1)
+    assert res.steps["t_s"].tolist() == [k * 0.1 for k in (0, 1, 2, 3, 8, 29)]
+    assert set(res.steps["dt_s"]) == {0.1}
