@@ -119,7 +119,7 @@ def naive_vidur() -> dict:
     sc = load("vidur-2k")
     wl = build(sc)
     t0 = time.perf_counter()
-    steps, _ = naive_loop(wl.arrival_s.tolist(), wl.prompt.tolist(), wl.output.tolist(), sc.kv.num_blocks,
+    steps, _ = naive_loop(wl.arrival_s.tolist(), wl.prompt.tolist(), wl.output.tolist(), sc.kv.num_blocks - 1,
                           sc.kv.block_size, sc.scheduler.max_num_batched_tokens, sc.scheduler.max_num_seqs,
                           sc.cost.step_time_s)
     return {"wall_s": time.perf_counter() - t0, "steps": steps}

@@ -107,7 +107,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
     names = sc.class_names
     tokens = steps["prefill_tokens"] + steps["decode_tokens"] if len(steps) else pd.Series(dtype=float)
     busy = float(steps["dt_s"].sum()) if len(steps) else 0.0
-    kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.blocks) if busy else 0.0
+    kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.usable_blocks) if busy else 0.0
     budget = sc.scheduler.max_num_batched_tokens
     waiting = steps["waiting"] if len(steps) else None
     loaded = tokens[waiting > 0] if len(steps) and (waiting > 0).any() else tokens

@@ -74,7 +74,7 @@ class ModelSpec(_Model):
 
 class KV(_Model):
     block_size: int = Field(16, ge=1, le=1024)
-    num_blocks: int | None = Field(None, ge=1, le=10_000_000)
+    num_blocks: int | None = Field(None, ge=2, le=10_000_000)  # vLLM's num_gpu_blocks: one is the null block
 
 
 class Cost(_Model):

@@ -99,10 +99,10 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     wl = build(sc)
     names = wl.class_names
     top = int(wl.class_priority.min())
-    if sc.mitigations.p0_kv_reserve >= mem.blocks and len(set(wl.class_priority)) > 1:
+    if sc.mitigations.p0_kv_reserve >= mem.usable_blocks and len(set(wl.class_priority)) > 1:
         raise ScenarioError(
             f"mitigations.p0_kv_reserve = {sc.mitigations.p0_kv_reserve} blocks leaves nothing of the "
-            f"{mem.blocks}-block KV cache for the other classes"
+            f"{mem.usable_blocks} usable KV blocks for the other classes"
         )
     rs = Requests(wl, top)
     for i, why in wl.rejected.items():
@@ -110,7 +110,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     cost = make_step_cost(sc.cost, mem)
     env = simpy.Environment()
     log = WaitLog(rs, sc.mitigations.alert_after_s, sc.kv.block_size)
-    steps = StepLog(names, mem.blocks)
+    steps = StepLog(names, mem.usable_blocks)
     until = sc.duration_s + sc.drain_limit_s
     replicas: list[Replica] = []
     by_class_replicas = _allowed_replicas(sc, names)
@@ -187,12 +187,12 @@ def _pool(sc: Scenario, mem, wl) -> KVPool:
     caps = np.array([sc.request_class(c).caps.max_kv_blocks or UNLIMITED for c in names], dtype=np.int64)
     is_top = wl.class_priority == wl.class_priority.min()
     return KVPool(
-        capacity=mem.blocks,
+        capacity=mem.usable_blocks,  # vLLM's null block is never handed out
         block_size=sc.kv.block_size,
         class_is_top=is_top,
         class_caps=caps,
         top_reserve=sc.mitigations.p0_kv_reserve if not is_top.all() else 0,
-        watermark_blocks=int(sc.scheduler.watermark * mem.blocks),
+        watermark_blocks=int(sc.scheduler.watermark * mem.blocks),  # vLLM: on num_gpu_blocks, null block included
     )
 
 

@@ -13,7 +13,8 @@ def simulate_case(tmp_path):
     """Run explicit requests: case = {class: (priority, [(arrival_s, prompt, output), ...])}.
 
     The requests are written as a simulator-format trace with a `class` column, so the test goes
-    through the same public path a user's trace does.
+    through the same public path a user's trace does. `blocks` is the number of KV blocks requests
+    can use: the scenario's `kv.num_blocks` (vLLM's num_gpu_blocks) is one more, vLLM's null block.
     """
 
     def run(case: dict, *, blocks: int = 10, block_size: int = 4, budget: int = 100,
@@ -24,7 +25,7 @@ def simulate_case(tmp_path):
         path.write_text("\n".join(rows) + "\n")
         data = {
             "duration_s": 50,
-            "kv": {"num_blocks": blocks, "block_size": block_size},
+            "kv": {"num_blocks": blocks + 1, "block_size": block_size},
             "cost": {"model": "fixed", "step_time_s": 1.0},
             "scheduler": {"policy": policy, "max_num_batched_tokens": budget, "max_num_seqs": max_seqs},
             "classes": {name: {"priority": prio, "arrival": {"rate": 0}} for name, (prio, _) in case.items()},

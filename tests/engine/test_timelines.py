@@ -204,3 +204,45 @@ def test_fixed_step_time_is_an_exact_grid(simulate_case):
     assert (d.first_scheduled_s, d.finish_s) == (29 * 0.1, 30 * 0.1)
     assert res.steps["t_s"].tolist() == [k * 0.1 for k in (0, 1, 2, 3, 8, 29)]
     assert set(res.steps["dt_s"]) == {0.1}
+
+
+# --- vLLM's null block and the watermark ----------------------------------------------------------
+
+
+def test_num_blocks_includes_vllms_null_block(simulate_case):
+    """kv.num_blocks = 4 blocks of 4 is vLLM's num_gpu_blocks: one is the null block, 3 (12
+    tokens) are usable. A (prompt 12, output 1: 12 tokens) runs; B (prompt 10, output 4: 13
+    tokens, 4 blocks) can never fit and is rejected at arrival."""
+    case = {"P0": (0, [(0.0, 12, 1), (0.0, 10, 4)])}
+    res = simulate_case(case, overrides={"kv.num_blocks": 4})
+    a, b = row(res, "P0", 0), row(res, "P0", 1)
+    assert a.status == "finished" and a.finish_s == 1.0
+    assert b.status == "rejected" and "at most 3" in b.reason
+    assert res.summary["kv_blocks"] == 4 and res.steps["kv_free"].tolist() == [0]
+
+
+def test_watermark_counts_the_null_block(simulate_case):
+    """kv.num_blocks 10 (9 usable), watermark 0.2: vLLM keeps int(0.2 × 10) = 2 blocks free (not
+    int(0.2 × 9) = 1). A (prompt 20 = 5 blocks, output 4) is admitted alone at t=0 (no watermark
+    while nothing runs) and holds 6 blocks from t=1 (token 21) until it finishes at t=4. B
+    (prompt 8 = 2 blocks) arrives at 0.5: at t=1..3 it needs 2 + 2 > 3 free → kv_short; at t=4
+    nothing runs and it is admitted: first token at t=5 (TTFT 4.5)."""
+    case = {"P0": (0, [(0.0, 20, 4), (0.5, 8, 1)])}
+    res = simulate_case(case, overrides={"kv.num_blocks": 10, "scheduler.watermark": 0.2})
+    a, b = row(res, "P0", 0), row(res, "P0", 1)
+    assert a.finish_s == 4.0
+    assert (b.first_scheduled_s, b.ttft_s) == (4.0, 4.5)
+    seg = res.waits[res.waits["request"] == b.id].iloc[0]
+    assert (seg.reason, seg.start_s, seg.end_s, seg.need_blocks, seg.free_blocks) == ("kv_short", 0.5, 4.0, 2, 1)
+
+
+def test_watermark_applies_once_an_earlier_admission_runs(simulate_case):
+    """Same pool (9 usable, watermark 2 blocks). C and D (prompt 16 = 4 blocks each, output 1)
+    arrive at t=0 with nothing running: C is admitted without the watermark; D comes next in the
+    same walk, when C already runs: 4 + 2 > 5 free → kv_short. C finishes at t=1, D runs then."""
+    case = {"P0": (0, [(0.0, 16, 1), (0.0, 16, 1)])}
+    res = simulate_case(case, overrides={"kv.num_blocks": 10, "scheduler.watermark": 0.2})
+    c, d = row(res, "P0", 0), row(res, "P0", 1)
+    assert (c.first_scheduled_s, c.finish_s) == (0.0, 1.0)
+    assert (d.first_scheduled_s, d.finish_s) == (1.0, 2.0)
+    assert waits_of(res, d.id) == [(0.0, 1.0, "kv_short")]

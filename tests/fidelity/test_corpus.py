@@ -19,13 +19,12 @@ from fidelity.workloads import MODES
 
 DT = 0.1  # a step time that is not a binary fraction: the engine's time grid must be exact
 
-NOT_YET = {  # found with `python -m fidelity.replay --explain` (and --dt 1 for the time grid)
-    "fcfs": "float time grid (arrivals a step late at 0.1 s); null block (num_gpu_blocks N: N-1 usable)",
-    "priority": "time grid; null block; self-preemption `continue` under priority; an empty step takes no time",
-    "threshold": "time grid; no long_prefill_token_threshold when running + waiting <= 1; null block",
+NOT_YET = {  # found with `python -m fidelity.replay --explain`
+    "priority": "self-preemption `continue` under priority; an empty step takes no time",
+    "threshold": "no long_prefill_token_threshold when running + waiting <= 1",
     "adaptive": "scheduler.long_prefill_token_threshold_adaptive unknown to the engine",
-    "preemption": "time grid; null block; self-preemption `continue`; an empty step takes no time",
-    "watermark": "time grid; null block (watermark counted on num_gpu_blocks); self-preemption `continue`",
+    "preemption": "self-preemption `continue`; an empty step takes no time",
+    "watermark": "self-preemption `continue` under priority; an empty step takes no time",
     "async": "scheduler.async_scheduling unknown to the engine",
     "prefix": "kv.prefix_caching unknown to the engine",
     "prefix-async": "scheduler.async_scheduling and kv.prefix_caching unknown to the engine",
@@ -56,7 +55,7 @@ def test_recorded_results_are_consistent(mode):
         assert len(res["requests"]) == len(reqs)
         arrivals = [r[0] for r in reqs]
         assert arrivals == sorted(arrivals), wl["id"]
-        for r, (sched, tok, fin, pre, cached, cached_all) in zip(reqs, res["requests"]):
+        for r, (sched, tok, fin, _pre, cached, cached_all) in zip(reqs, res["requests"]):
             assert r[0] <= sched <= tok <= fin, (wl["id"], r)
             assert fin - tok >= r[2] - 1, (wl["id"], r)  # one token per step at most
             assert 0 <= cached <= cached_all and cached < r[1]

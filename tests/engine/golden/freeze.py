@@ -67,7 +67,7 @@ def random_small(rng: random.Random) -> dict:
         mit["p0_token_reserve"] = rng.randint(0, budget - 1)
         mit["reserve_mode"] = rng.choice(["strict", "lendable"])
     if rng.random() < 0.5:
-        mit["p0_kv_reserve"] = rng.randint(0, num_blocks - 1)
+        mit["p0_kv_reserve"] = min(rng.randint(0, num_blocks - 1), num_blocks - 2)  # N - 1 usable (null block)
     if rng.random() < 0.3:
         mit["inheritance"] = True
     if rng.random() < 0.3:
