@@ -91,6 +91,7 @@ class Scheduler(_Model):
     max_num_batched_tokens: int = Field(8192, ge=1, le=1_048_576)
     max_num_seqs: int = Field(256, ge=1, le=65536)
     long_prefill_token_threshold: int = Field(0, ge=0, le=1_048_576)
+    long_prefill_token_threshold_adaptive: bool = False
     watermark: float = Field(0.0, ge=0, lt=1)
     chunked_prefill: bool = True
 

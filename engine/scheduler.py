@@ -2,7 +2,7 @@
 
 Each call to `schedule()` decides one step, as vLLM's `Scheduler.schedule()` does:
 1. the running pass: running requests in running (admission) order, each getting
-   min(remaining, threshold, budget left) tokens; a request whose KV growth does not fit preempts
+   min(remaining, chunk cap, budget left) tokens; a request whose KV growth does not fit preempts
    the policy's victim (possibly itself; then the pass stops);
 2. the waiting pass, only if nothing was preempted: waiting requests in queue order, each
    admitted if blocks for its whole sequence (+ watermark) are free, with only its first chunk
@@ -44,6 +44,7 @@ class Limits:
     budget: int
     max_seqs: int
     threshold: int = 0
+    threshold_adaptive: bool = False
     chunked: bool = True
     token_reserve: int = 0
     reserve_lendable: bool = False
@@ -68,6 +69,7 @@ class Scheduler:
         self._requeued = 0
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
         self._step = Step(None)
+        self._cap = 0  # this call's chunk cap (`_chunk_cap`)
         # Arrival check, once for all requests: can prompt + max_tokens ever fit this engine?
         view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
         budget = np.where(requests.is_top, limits.budget, limits.budget - limits.token_reserve)
@@ -105,6 +107,7 @@ class Scheduler:
         reserve = self._reserve_now()
         budget = Budget(reserve, lim.budget - reserve)
         step = self._step = Step(None)
+        self._cap = self._chunk_cap()
         cause = self._schedule_running(budget, now)
         if step.preempted and self.queue:  # vLLM: no admission in a step that preempted
             self._all_wait(cause)
@@ -116,6 +119,16 @@ class Scheduler:
         if budget.reserve and budget.shared == 0 and not lim.reserve_lendable:
             step.reserve_idle = budget.reserve
         return step
+
+    def _chunk_cap(self) -> int:
+        """vLLM 0.33: `long_prefill_token_threshold` caps a request's tokens per step only while
+        more than one request runs or waits at the start of the call; the adaptive variant
+        floors the cap at budget // that count (0 = no cap)."""
+        lim = self.lim
+        n = len(self.running) + len(self.queue)
+        if not lim.threshold or n <= 1:
+            return 0
+        return max(lim.threshold, lim.budget // n) if lim.threshold_adaptive else lim.threshold
 
     def _aged_key(self, i: int, now: float) -> tuple:
         rs = self.rs
@@ -153,10 +166,10 @@ class Scheduler:
     def _schedule_running(self, budget: Budget, now: float) -> Reason:
         run, pool = self.running, self.pool
         if not run:
-            self._step.plan = run.propose(budget, self.lim.threshold)  # empty: admissions ride on it
+            self._step.plan = run.propose(budget, self._cap)  # empty: admissions ride on it
             return Reason.NONE
         if self.shortcuts:
-            plan = run.propose(budget, self.lim.threshold)
+            plan = run.propose(budget, self._cap)
             if pool.fits(plan.growth):  # no growth fails, so the loop below would preempt nobody
                 pool.add(plan.growth)
                 run.accept(plan)
@@ -174,7 +187,7 @@ class Scheduler:
         while p < len(run) and budget.left() > 0:
             r, c, top = run.ids[p], run.cls[p], self.rs.top_l[run.ids[p]]
             comp, seq = run.comp_seq(p)
-            n = min(seq - comp, self.lim.threshold) if self.lim.threshold else seq - comp
+            n = min(seq - comp, self._cap) if self._cap else seq - comp
             n = min(n, budget.available(top))
             if n <= 0:
                 p += 1
@@ -344,7 +357,7 @@ class Scheduler:
         """Whether w fits now: (reason, first chunk, blocks for its whole sequence, computed, sequence)."""
         rs, pool, lim = self.rs, self.pool, self.lim
         seq, done = rs.prompt_l[w] + int(rs.generated[w]), int(rs.computed[w])
-        n = seq - done if not lim.threshold else min(seq - done, lim.threshold)
+        n = seq - done if not self._cap else min(seq - done, self._cap)
         avail = budget.available(top)
         why = Reason.TOKEN_BUDGET if (not lim.chunked and n > avail) else Reason.NONE
         need = pool.blocks(seq)

@@ -204,6 +204,7 @@ def _limits(sc: Scenario, mem, wl) -> Limits:
         budget=s.max_num_batched_tokens,
         max_seqs=s.max_num_seqs,
         threshold=s.long_prefill_token_threshold,
+        threshold_adaptive=s.long_prefill_token_threshold_adaptive,
         chunked=s.chunked_prefill,
         token_reserve=m.p0_token_reserve if several else 0,
         reserve_lendable=m.reserve_mode == "lendable",

@@ -246,3 +246,45 @@ def test_watermark_applies_once_an_earlier_admission_runs(simulate_case):
     assert (c.first_scheduled_s, c.finish_s) == (0.0, 1.0)
     assert (d.first_scheduled_s, d.finish_s) == (1.0, 2.0)
     assert waits_of(res, d.id) == [(0.0, 1.0, "kv_short")]
+
+
+# --- the chunk cap (long_prefill_token_threshold) --------------------------------------------------
+
+
+def test_no_chunk_cap_when_a_request_is_alone(simulate_case):
+    """Issue 10's repro: budget 256, cap 64, one request (prompt 300, output 2). It is alone, so
+    vLLM 0.33 applies no cap: 256 tokens in step 0, the last 44 in step 1 (first token at t=2),
+    one decode in step 2 (finish t=3) — not 64 per step (first token at t=5)."""
+    res = simulate_case({"P0": (0, [(0.0, 300, 2)])}, blocks=100, budget=256,
+                        overrides={"scheduler.long_prefill_token_threshold": 64})
+    a = row(res, "P0")
+    assert (a.first_token_s, a.finish_s) == (2.0, 3.0)
+    assert (res.steps["prefill_tokens"] + res.steps["decode_tokens"]).tolist() == [256, 44, 1]
+
+
+def test_chunk_cap_returns_while_another_request_waits(simulate_case):
+    """Budget 256, cap 64. A (prompt 600, output 2) alone at t=0: 256 tokens. B (prompt 10,
+    output 1) arrives at 0.5, so at t=1 running + waiting = 2 and the cap holds: A gets 64, B is
+    admitted with its 10 (first token and finish at t=2). At t=2 A is alone again: 256, then the
+    last 24 at t=3 (first token t=4), one decode at t=4 (finish t=5)."""
+    res = simulate_case({"P0": (0, [(0.0, 600, 2), (0.5, 10, 1)])}, blocks=200, budget=256,
+                        overrides={"scheduler.long_prefill_token_threshold": 64})
+    a, b = row(res, "P0", 0), row(res, "P0", 1)
+    assert (b.first_scheduled_s, b.finish_s) == (1.0, 2.0)
+    assert (a.first_token_s, a.finish_s) == (4.0, 5.0)
+    assert (res.steps["prefill_tokens"] + res.steps["decode_tokens"]).tolist() == [256, 74, 256, 24, 1]
+
+
+def test_adaptive_chunk_cap_floors_at_budget_share(simulate_case):
+    """Budget 100, cap 32, A and B (prompt 200, output 1) at t=0. Plain: 32 each per step (64
+    a step), 200 tokens take 7 steps → both finish at t=7. Adaptive: the cap is floored at
+    100 // (running + waiting = 2) = 50: 100 tokens a step, both finish at t=4."""
+    case = {"P0": (0, [(0.0, 200, 1), (0.0, 200, 1)])}
+    kw = dict(blocks=200, budget=100)
+    plain = simulate_case(case, **kw, overrides={"scheduler.long_prefill_token_threshold": 32})
+    adaptive = simulate_case(case, **kw, overrides={"scheduler.long_prefill_token_threshold": 32,
+                                                    "scheduler.long_prefill_token_threshold_adaptive": True})
+    assert [row(plain, "P0", k).finish_s for k in (0, 1)] == [7.0, 7.0]
+    assert (plain.steps["prefill_tokens"]).tolist() == [64] * 6 + [16]
+    assert [row(adaptive, "P0", k).finish_s for k in (0, 1)] == [4.0, 4.0]
+    assert (adaptive.steps["prefill_tokens"]).tolist() == [100] * 4

@@ -21,8 +21,8 @@ DT = 0.1  # a step time that is not a binary fraction: the engine's time grid mu
 
 NOT_YET = {  # found with `python -m fidelity.replay --explain`
     "priority": "self-preemption `continue` under priority; an empty step takes no time",
-    "threshold": "no long_prefill_token_threshold when running + waiting <= 1",
-    "adaptive": "scheduler.long_prefill_token_threshold_adaptive unknown to the engine",
+    "threshold": "self-preemption `continue` under priority; an empty step takes no time",
+    "adaptive": "self-preemption `continue` under priority; an empty step takes no time",
     "preemption": "self-preemption `continue`; an empty step takes no time",
     "watermark": "self-preemption `continue` under priority; an empty step takes no time",
     "async": "scheduler.async_scheduling unknown to the engine",
