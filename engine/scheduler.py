@@ -3,7 +3,7 @@
 Each call to `schedule()` decides one step, as vLLM's `Scheduler.schedule()` does:
 1. the running pass: running requests in running (admission) order, each getting
    min(remaining, chunk cap, budget left) tokens; a request whose KV growth does not fit preempts
-   the policy's victim (possibly itself; then the pass stops);
+   the policy's victim (possibly itself: then fcfs stops the pass, priority goes on);
 2. the waiting pass, only if nothing was preempted: waiting requests in queue order, each
    admitted if blocks for its whole sequence (+ watermark) are free, with only its first chunk
    allocated; the first misfit stops admission (fcfs, priority) or is skipped (backfill).
@@ -201,8 +201,10 @@ class Scheduler:
                 self._evict(victim, now, budget)
                 if victim == r:
                     break
-            if step.preempted and step.preempted[-1] == r:
-                break  # preempted itself: the running pass stops
+            if step.preempted and step.preempted[-1] == r:  # preempted itself
+                if self.policy.by_priority:
+                    continue  # vLLM 0.33: priority goes on with the requests after it (now at p)
+                break  # fcfs stops (its victim is the last running request: nothing follows)
             pool.grow(c, grow)
             run.set_tokens(p, n, budget.take(n, top))
             p += 1

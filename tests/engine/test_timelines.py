@@ -288,3 +288,24 @@ def test_adaptive_chunk_cap_floors_at_budget_share(simulate_case):
     assert (plain.steps["prefill_tokens"]).tolist() == [64] * 6 + [16]
     assert [row(adaptive, "P0", k).finish_s for k in (0, 1)] == [4.0, 4.0]
     assert (adaptive.steps["prefill_tokens"]).tolist() == [100] * 4
+
+
+def test_self_preemption_under_priority_lets_the_pass_go_on(simulate_case):
+    """Issue 10's repro in 4-token blocks: 4 usable blocks (16 tokens), priority, budget 100.
+    R (P2, prompt 5, output 10) runs from t=0 (2 blocks); X (P0, prompt 5, output 10) arrives at
+    t=1 and takes the other 2 blocks; running order [R, X]. At t=4 R computes its 9th token and
+    needs a 3rd block; none is free: the victim is max(priority, arrival) = R itself (8 computed
+    tokens lost). vLLM 0.33 goes on with X, which decodes in that step (its 8th token: no new
+    block), so X's ten tokens come at t=2..11 without a gap. Nothing is admitted in a step that
+    preempted; from t=5 R (9 tokens, 3 blocks) is short while X holds 3-4 blocks, until X
+    finishes at t=11. R is re-admitted then, recomputes its 9 tokens in one step (its 5th output
+    at t=12) and decodes the other 5 at t=12..16 (finish t=17)."""
+    case = {"P0": (0, [(1.0, 5, 10)]), "P2": (2, [(0.0, 5, 10)])}
+    res = simulate_case(case, blocks=4, policy="priority")
+    r, x = row(res, "P2"), row(res, "P0")
+    assert (x.first_token_s, x.finish_s) == (2.0, 11.0)
+    assert (r.preemptions, r.recomputed_tokens, r.finish_s) == (1, 8, 17.0)
+    steps = res.steps.set_index("t_s")
+    assert (steps.loc[4.0, "batch_size"], steps.loc[4.0, "preempted"], steps.loc[4.0, "decode_tokens"]) == (1, 1, 1)
+    assert steps.loc[11.0, "prefill_tokens"] == 9
+    assert waits_of(res, r.id) == [(4.0, 11.0, "preempted")]

@@ -20,11 +20,6 @@ from fidelity.workloads import MODES
 DT = 0.1  # a step time that is not a binary fraction: the engine's time grid must be exact
 
 NOT_YET = {  # found with `python -m fidelity.replay --explain`
-    "priority": "self-preemption `continue` under priority; an empty step takes no time",
-    "threshold": "self-preemption `continue` under priority; an empty step takes no time",
-    "adaptive": "self-preemption `continue` under priority; an empty step takes no time",
-    "preemption": "self-preemption `continue`; an empty step takes no time",
-    "watermark": "self-preemption `continue` under priority; an empty step takes no time",
     "async": "scheduler.async_scheduling unknown to the engine",
     "prefix": "kv.prefix_caching unknown to the engine",
     "prefix-async": "scheduler.async_scheduling and kv.prefix_caching unknown to the engine",
