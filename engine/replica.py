@@ -1,7 +1,11 @@
 """One engine instance: its scheduler, its KV pool, and its step loop as a SimPy process.
 
 The loop is nano-vLLM's `step()`: schedule → run for the step time → apply results. When nothing
-is queued or running, the replica sleeps until its feed hands it the next arrival.
+is queued or running, the replica sleeps until its feed hands it the next arrival. A schedule()
+call that schedules nothing yet changes something (it preempted every running request; under
+async scheduling, it took in the last step's outputs) runs no forward pass and takes no time, as
+in vLLM: the next call, at the same instant, builds the step. A call that schedules nothing and
+changes nothing is an idle step of the usual length, so the loop always moves on.
 
 Multi-step skipping: after a pure decode step (everyone decoded one token; nobody was admitted,
 preempted or finished) the next steps are the same step again until something happens — an
@@ -52,6 +56,7 @@ class Replica:
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
         self._no_waiting = [0] * len(self.pool.used_cls)
+        self._carried: list[int] = []  # requests preempted by empty schedule() calls since the last step
 
     @property
     def load(self) -> int:
@@ -96,6 +101,12 @@ class Replica:
             step = sched.schedule(now)
             for v in step.preempted:
                 log.enter(v, now)
+            if not step.tokens and step.changed:  # an empty schedule() call: no forward pass, no time
+                self._carried += step.preempted  # (its preemptions are logged with the next step)
+                last = None
+                continue
+            if self._carried:
+                step.preempted[:0], self._carried = self._carried, []
             end, dt = self.clock.advance(now, self.cost(step.tokens, step.attn, step.context) + step.swap_s)
             log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
             row = self._row(step)  # KV and running counts during the step

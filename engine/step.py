@@ -60,7 +60,7 @@ class Step:
     """What one step scheduled (as totals), and how the requests left waiting stand."""
 
     __slots__ = ("plan", "tokens", "decode", "batch", "context", "attn", "admitted", "preempted", "waiting",
-                 "reasons", "need", "room", "blocker", "swap_s", "reserve_idle")
+                 "reasons", "need", "room", "blocker", "swap_s", "reserve_idle", "flushed")
 
     def __init__(self, plan: Plan | None = None):
         self.plan = plan  # the accepted plan (None: the sequential loop ran, or an eviction broke it)
@@ -78,6 +78,12 @@ class Step:
         self.blocker = -1  # the request at which admission stopped (head of line)
         self.swap_s = 0.0
         self.reserve_idle = 0
+        self.flushed = False  # async: the call took in the outputs of the step before
+
+    @property
+    def changed(self) -> bool:
+        """The call changed the engine's state even if it scheduled nothing."""
+        return bool(self.preempted) or self.flushed
 
     @property
     def uniform(self) -> bool:

@@ -309,3 +309,49 @@ def test_self_preemption_under_priority_lets_the_pass_go_on(simulate_case):
     assert (steps.loc[4.0, "batch_size"], steps.loc[4.0, "preempted"], steps.loc[4.0, "decode_tokens"]) == (1, 1, 1)
     assert steps.loc[11.0, "prefill_tokens"] == 9
     assert waits_of(res, r.id) == [(4.0, 11.0, "preempted")]
+
+
+# --- a schedule() call that schedules nothing -----------------------------------------------------
+
+
+def _empty_call_at(monkeypatch, t_empty: float, changed: bool) -> list:
+    """Make the first schedule() call at t_empty schedule nothing (as if it had preempted every
+    running request, or had changed nothing at all); the calls after it run as usual."""
+    from engine.replica import Replica
+    from engine.scheduler import Scheduler
+    from engine.step import Step
+
+    monkeypatch.setattr(Replica, "_quiet_steps", lambda self, last, feed: None)  # one call per step
+    real, calls = Scheduler.schedule, []
+
+    def schedule(self, now):
+        calls.append(now)
+        if now == t_empty and calls.count(now) == 1:
+            step = Step(None)
+            step.flushed = changed
+            return step
+        return real(self, now)
+
+    monkeypatch.setattr(Scheduler, "schedule", schedule)
+    return calls
+
+
+def test_an_empty_call_that_changes_something_takes_no_time(simulate_case, monkeypatch):
+    """One request (prompt 4, output 3): steps at t=0, 1, 2. The first call at t=1 schedules
+    nothing but changed the engine's state (vLLM: every running request preempted, or async
+    outputs taken in): no forward pass, no time — the next call, at the same t=1, builds step 1,
+    and the request still finishes at t=3."""
+    calls = _empty_call_at(monkeypatch, 1.0, changed=True)
+    res = simulate_case({"P0": (0, [(0.0, 4, 3)])})
+    assert calls == [0.0, 1.0, 1.0, 2.0]
+    assert res.steps["t_s"].tolist() == [0.0, 1.0, 2.0] and row(res, "P0").finish_s == 3.0
+
+
+def test_an_empty_call_that_changes_nothing_is_an_idle_step(simulate_case, monkeypatch):
+    """Same, but the empty call changed nothing: repeating it at once could loop forever, so it
+    is an idle step of the usual length (t=1..2, no row in the step log: no forward pass) and
+    the request finishes a step later, at t=4."""
+    calls = _empty_call_at(monkeypatch, 1.0, changed=False)
+    res = simulate_case({"P0": (0, [(0.0, 4, 3)])})
+    assert calls == [0.0, 1.0, 2.0, 3.0]
+    assert row(res, "P0").finish_s == 4.0
