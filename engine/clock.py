@@ -23,7 +23,7 @@ _TOL = 9  # decimals of a step to which times are rounded before snapping to the
 
 
 class Clock:
-    """`grid` = the fixed step time (None: no grid)."""
+    """`grid` = the fixed step time (None: no grid). The replica counts the grid's ticks itself."""
 
     def __init__(self, grid: float | None):
         self.grid = grid
@@ -39,20 +39,10 @@ class Clock:
             return t
         return np.ceil(np.round(np.asarray(t, dtype=float) / self.grid, _TOL)) * self.grid
 
-    def tick(self, t: float) -> int:
-        """The grid index of a grid point."""
-        return round(t / self.grid)
-
-    def advance(self, t: float, dt: float) -> tuple[float, float]:
-        """(end, duration) of a step that starts at t and takes dt: on a grid, whole ticks."""
-        if self.grid is None:
-            return t + dt, dt
-        ticks = max(1, math.ceil(round(dt / self.grid, _TOL)))
-        return (self.tick(t) + ticks) * self.grid, ticks * self.grid
+    def ticks(self, dt: float) -> int:
+        """Whole grid steps a step of dt seconds stalls the engine for (at least one)."""
+        return max(1, math.ceil(round(dt / self.grid, _TOL)))
 
     def to_sim(self, t: float) -> float:
         """SimPy's time for t: grid ticks on a grid (exact integers), seconds otherwise."""
         return t if self.grid is None else round(t / self.grid)
-
-    def from_sim(self, s: float) -> float:
-        return s if self.grid is None else round(s) * self.grid

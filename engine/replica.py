@@ -39,6 +39,7 @@ from .steplog import StepLog
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
 _KV_SHORT, _RESERVE = int(Reason.KV_SHORT), int(Reason.RESERVE)
+_TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
 
 
 class Replica:
@@ -52,6 +53,8 @@ class Replica:
         self.k = 0
         self.now = 0.0
         self.clock = Clock(cost.fixed_s)
+        self.grid = cost.fixed_s  # a fixed step: time is grid ticks (`tick`), now = tick × grid
+        self.tick = 0
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
@@ -78,11 +81,11 @@ class Replica:
     def run(self, feed):
         """SimPy process: `feed(now)` hands over the arrivals due by now; `feed.next_t` is when
         the next one is due."""
-        env, sched, log = self.env, self.sched, self.log
-        self.now = env.now
+        env, sched = self.env, self.sched
+        self.now, self.tick = env.now, env.now
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
         while True:
-            if feed.strict and self.clock.grid is not None:
+            if feed.strict and self.grid is not None:
                 yield env.timeout(0)  # let arrivals routed at this very grid point reach us first
             if feed.next_t <= self.now:
                 for i in feed(self.now):
@@ -93,51 +96,71 @@ class Replica:
             if not sched.running and not sched.queue:
                 yield from self._sleep(feed)
                 continue
+            if self.skip and sched.running.done and (done := sched.outputs_first()):
+                for i in done:  # async: the last step's outputs, when taking them in first changes nothing
+                    self.on_finish(i, self.now)
+                if not sched.running:
+                    continue  # as after the empty call it saves: what arrived meanwhile enters now
             if self.skip and (quiet := self._quiet_steps(last, feed)) is not None:
-                yield from self._run_quiet(*quiet)
-                last = None
+                finished = yield from self._run_quiet(*quiet)
+                if finished or not sched.queue:
+                    last = None  # (else the waiting requests stand as in `last`: see `_quiet_steps`)
                 continue
-            now = self.now
-            step = sched.schedule(now)
-            for v in step.preempted:
-                log.enter(v, now)
-            if not step.tokens and step.changed:  # an empty schedule() call: no forward pass, no time
-                self._carried += step.preempted  # (its preemptions are logged with the next step)
-                last = None
-                continue
-            if self._carried:
-                step.preempted[:0], self._carried = self._carried, []
-            end, dt = self.clock.advance(now, self.cost(step.tokens, step.attn, step.context) + step.swap_s)
-            log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
-            row = self._row(step)  # KV and running counts during the step
-            yield self._until(end, dt)
-            self.now = end
-            finished = sched.complete(step, self.now)
-            self.steps.add(now, dt, row)
-            self.k += 1
-            for i in finished:
-                self.on_finish(i, self.now)
-            last = step if step.uniform and not finished else None
-            self._last_row = row
+            last = yield from self._step(last)
+
+    def _step(self, last: Step | None):
+        """One schedule() call and, unless it scheduled nothing, its step; returns the step if it
+        was a pure decode step after which nothing changed (else None)."""
+        sched, log, now = self.sched, self.log, self.now
+        step = sched.schedule(now, last if self.skip and sched.running.done and self._waits_stand(last) else None)
+        for v in step.preempted:
+            log.enter(v, now)
+        for i in step.finished:  # async: the last step's finishes, taken in by this call
+            self.on_finish(i, now)
+        if not step.tokens and step.changed:  # an empty schedule() call: no forward pass, no time
+            self._carried += step.preempted  # (its preemptions are logged with the next step)
+            return None
+        if self._carried:
+            step.preempted[:0], self._carried = self._carried, []
+        dt = self.cost(step.tokens, step.attn, step.context) + step.swap_s
+        ticks = 0 if self.grid is None else (1 if dt == self.grid else self.clock.ticks(dt))
+        if ticks:
+            dt = ticks * self.grid
+        log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
+        row = self._row(step)  # KV and running counts during the step
+        yield from self._wait(dt, ticks)
+        finished = sched.complete(step, self.now)
+        self.steps.add(now, dt, row)
+        self.k += 1
+        for i in finished:
+            self.on_finish(i, self.now)
+        self._last_row = row
+        return step if step.uniform and not finished and not step.finished else None
+
+    def _wait(self, dt: float, ticks: int):
+        """Let time pass: `ticks` grid steps on a fixed step (SimPy counts ticks there), else dt."""
+        if ticks:
+            yield self.env.timeout(ticks)
+            self.tick += ticks
+            self.now = self.tick * self.grid
+        else:
+            yield self.env.timeout(dt)
+            self.now = self.now + dt
 
     def _sleep(self, feed):
         """Nothing to do: sleep until the feed's next arrival, or until the router wakes us."""
         env = self.env
         if not feed.strict and feed.next_t < math.inf:
-            delay = max(feed.next_t - self.now, 0.0)
-            yield self._until(feed.next_t, delay)
-            self.now = feed.next_t if self.clock.grid is not None else self.now + delay
+            if self.grid is None:
+                yield from self._wait(max(feed.next_t - self.now, 0.0), 0)
+            else:  # feed times are grid points
+                yield from self._wait(0.0, round(feed.next_t / self.grid) - self.tick)
         else:
             self._wake = env.event()
             yield self._wake
             self._wake = None
-            self.now = self.clock.from_sim(env.now)  # routed arrivals come on the grid already
-
-    def _until(self, end: float, dt: float) -> simpy.Timeout:
-        """A SimPy timeout to time `end` (SimPy counts ticks on a grid: exact integers)."""
-        if self.clock.grid is None:
-            return self.env.timeout(max(dt, 0.0))
-        return self.env.timeout(max(self.clock.to_sim(end) - self.env.now, 0))
+            self.tick = env.now  # grid: routed arrivals come on grid ticks
+            self.now = env.now if self.grid is None else self.tick * self.grid
 
     def _row(self, step: Step) -> list[int]:
         """The step's integer columns of the step log (see `StepLog`)."""
@@ -153,16 +176,19 @@ class Replica:
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
-        t_end = self.clock.advance(starts[-1], dts[-1])[0]
-        if self.clock.grid is None:
-            yield self.env.timeout(max(t_end - self.env.now, 0.0))
+        if self.grid is not None:
+            yield from self._wait(0.0, m)
         else:
-            yield self._until(t_end, 0.0)
-        self.now = t_end
+            t_end = starts[-1] + dts[-1]
+            yield self.env.timeout(max(t_end - self.env.now, 0.0))
+            self.now = t_end
+        t_end = self.now
         self.k += m
         growth = [b - a for a, b in zip(self.pool.used_cls, kv[-1])]
-        for i in self.sched.repeat(m, growth, t_end):
+        finished = self.sched.repeat(m, growth, t_end)
+        for i in finished:
             self.on_finish(i, t_end)
+        return finished
 
     def _quiet_steps(self, last: Step | None, feed):
         """The pure decode steps that come next, until something could happen: (start times, step
@@ -176,6 +202,8 @@ class Replica:
         would run out or a waiting request's reason would change."""
         sched, run, lim = self.sched, self.sched.running, self.sched.lim
         n = len(run)
+        if run.done:
+            return None  # async: a finished request leaves at the end of the next call
         if sched.queue:
             if last is None or lim.aging_s > 0 and sched.policy.by_priority or lim.inheritance:
                 return None  # unknown outcome / keys that drift with waiting time / holders reordered
@@ -194,30 +222,69 @@ class Replica:
         m = min(run.steps_to_finish(), MAX_RUN)
         start_by = min(feed.next_t, self._alert_time(last))  # steps must start before this
         end_by = min(self.until, feed.next_t) if feed.strict else self.until  # and end before this
-        if min(start_by, end_by) < math.inf:  # steps only get longer as the context grows
+        if self.grid is not None:  # one tick each: how many fit is arithmetic
+            m = min(m, self._grid_steps(start_by, end_by))
+        elif min(start_by, end_by) < math.inf:  # steps only get longer as the context grows
             m = min(m, int((min(start_by, end_by) - self.now) / self.cost(n, run.ctx + 0.5 * n, run.ctx)) + 2)
         if m < 1:
             return None
         kv = self._kv_steps(m, last)
+        if not kv:
+            return None
+        if self.grid is not None:
+            g, k = self.grid, self.tick
+            return [j * g for j in range(k, k + len(kv))], [g] * len(kv), kv, row
         starts, dts = self._times(len(kv), n, run.ctx, start_by, end_by)
         if not starts:
             return None
         return starts, dts, kv[:len(starts)], row
 
+    def _waits_stand(self, last: Step | None) -> bool:
+        """Async, the call after a finish, with requests waiting: in that call the finished
+        requests still hold their blocks and seats, the others decode (KV room only shrinks),
+        only the budget grows. If the last step was a pure decode step whose waiting requests
+        waited for KV or seats only (not the budget, nor a reserve, nor a KV cap their class's
+        growth could reach) and no alert is due, they stand exactly as then (nobody is admitted):
+        the call can skip their walk."""
+        lim = self.sched.lim
+        if last is None or self.pool.capped or lim.inheritance or lim.aging_s > 0 and self.sched.policy.by_priority:
+            return False
+        if self._alert_time(last) <= self.now:
+            return False
+        codes = last.reasons
+        return not ((codes == _TOKEN_BUDGET) | (codes == _RESERVE) | (codes == _PREEMPTED)).any()
+
+    def _grid_steps(self, start_by: float, end_by: float) -> int:
+        """On a fixed step: how many steps from this tick start before `start_by` and end before
+        `end_by` (the same float comparisons stepping makes, at the boundary)."""
+        g, k = self.grid, self.tick
+
+        def last(bound: float, off: int) -> float:  # the largest j with (j + off)·g < bound
+            if bound == math.inf:
+                return math.inf
+            j = math.floor(bound / g) - off
+            while (j + off) * g >= bound:
+                j -= 1
+            while (j + 1 + off) * g < bound:
+                j += 1
+            return j
+
+        return int(max(0, min(last(start_by, 0), last(end_by, 1), k + MAX_RUN) - k + 1))
+
     def _times(self, m: int, n: int, ctx: int, start_by: float, end_by: float) -> tuple[list[float], list[float]]:
         """Start and step times of up to m decode steps of n requests on a context growing by n
         each step — the float additions stepping makes — keeping those that start before
-        `start_by` and end before `end_by`."""
-        cost, clock, t = self.cost, self.clock, self.now
+        `start_by` and end before `end_by` (roofline cost; a fixed step is `_grid_steps`)."""
+        cost, t = self.cost, self.now
         starts, dts = [], []
         for j in range(m):
             c = ctx + j * n
-            end, dt = clock.advance(t, cost(n, float(c) + 0.5 * float(n), c))
-            if t >= start_by or end >= end_by:
+            dt = cost(n, float(c) + 0.5 * float(n), c)
+            if t >= start_by or t + dt >= end_by:
                 break
             starts.append(t)
             dts.append(dt)
-            t = end
+            t = t + dt
         return starts, dts
 
     def _kv_steps(self, m: int, last: Step | None) -> list[list[int]]:

@@ -25,6 +25,11 @@ the rows asks for `settled()`). Two facts a decode step needs are kept up to dat
   finish without a pass over the rows.
 Running totals (Σ computed tokens, how many requests decode, how many are top priority) are kept
 as requests come and go, so a decode step needs no pass over the rows either.
+
+A request whose last token is sampled (SEQ = END) has nothing left to compute. Under sync
+scheduling it leaves at once; under async scheduling it stays until the end of the next call
+(`done`), wanting no tokens: the call's plan gives every other decoding request its token and
+these none, and they leave before the step's totals are taken (`Plan.n` then shrinks).
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class RunningSet:
         self.ctx = 0  # Σ computed tokens
         self.n_dec = 0  # requests in decode: prompt done, one token to compute
         self.n_top = 0  # requests of the top class
+        self.done: list[int] = []  # ids whose last token is sampled, not yet taken out (async)
         self.shift = 0
         self.clock = 0
         self.by_residue = [[0] * n_classes for _ in range(block_size)]
@@ -95,6 +101,12 @@ class RunningSet:
         """True (computed, prompt + generated) of the request at position p."""
         return int(self.F[COMP, p]) + self.shift, int(self.F[SEQ, p]) + self.shift
 
+    def todo(self, p: int) -> tuple[int, int]:
+        """(computed, tokens it wants) of the request at position p: none once its last token is
+        sampled."""
+        comp, seq = self.comp_seq(p)
+        return comp, (seq - comp if seq < int(self.F[END, p]) else 0)
+
     def snapshot(self, budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ids, classes, blocks held, steps left) of the running requests, for observers: steps
         left = remaining prefill at the full budget plus the remaining decode steps."""
@@ -114,13 +126,18 @@ class RunningSet:
         left), the top class drawing its reserve first — what vLLM's running loop hands out
         when no growth fails."""
         n = len(self.ids)
-        if self.n_dec == n:  # every request decodes: one token each, O(1)
-            r = min(budget.reserve, self.n_top)
-            if n - r <= budget.shared:
-                return Plan(True, n, self.crossings(), r, n - r)
+        if self.n_dec == n:  # every request decodes (or is done): one token each, O(1)
+            m, top, grow = n, self.n_top, self.crossings()
+            if self.done:
+                m, top = self._minus_done(grow)
+            r = min(budget.reserve, top)
+            if m - r <= budget.shared:
+                return Plan(True, n, grow, r, m - r, done=n - m)
         F = self.settled()
         comp = F[COMP, :n]
         need = F[SEQ, :n] - comp
+        if self.done:
+            need = np.where(F[SEQ, :n] < F[END, :n], need, 0)
         if threshold:
             need = np.minimum(need, threshold)
         demand = int(need.sum())
@@ -134,13 +151,28 @@ class RunningSet:
         grow = -(-(comp + alloc) // self.bs) - (-(-comp // self.bs))
         return Plan(False, n, (F[ONEHOT:, :n] @ grow).tolist(), used_r, int(alloc.sum()) - used_r, alloc, from_r)
 
+    def _minus_done(self, grow: list[int]) -> tuple[int, int]:
+        """The decoders other than the done requests: (how many, of the top class); `grow` (per
+        class, from `crossings`) loses the done requests that would have needed a block."""
+        F, bs, at = self.F, self.bs, -self.shift % self.bs
+        m, top = len(self.ids), self.n_top
+        for i in self.done:
+            p = self.ids.index(i)
+            m -= 1
+            top -= int(F[TOP, p])
+            if int(F[COMP, p]) % bs == at:
+                grow[self.cls[p]] -= 1
+        return m, top
+
     def accept(self, plan: Plan) -> None:
         """Record the plan's tokens on the rows (an eviction later in the step gives them back)."""
         n, F = plan.n, self.F
         if plan.uniform:
             F[TOK, :n] = 1
+            for i in self.done:
+                F[TOK, self.ids.index(i)] = 0
             if plan.reserve_used:  # the first top-class decoders in running order drew the reserve
-                top = F[TOP, :n] == 1
+                top = (F[TOP, :n] == 1) & (F[TOK, :n] == 1)
                 F[FROM_R, :n] = top & (np.cumsum(top) <= plan.reserve_used)
         else:
             F[TOK, :n] = plan.tokens
@@ -246,6 +278,7 @@ class RunningSet:
             if at.get(i) == key:
                 done.append(i)
                 del at[i]  # a second entry with the same key is stale
+        self.done += done
         return sorted(self.ids.index(i) for i in done)
 
     def _due_in(self, i: int, left: int) -> None:
@@ -311,6 +344,8 @@ class RunningSet:
         self.n_top -= int(F[TOP, p])
         if seq - comp == 1 and seq > prompt:
             self.n_dec -= 1
+        if seq >= int(F[END, p]):
+            self.done.remove(i)
         F[:, p : n - 1] = F[:, p + 1 : n]
         del self.ids[p], self.cls[p]
         return i, c, comp, seq

@@ -92,6 +92,7 @@ class Scheduler(_Model):
     max_num_seqs: int = Field(256, ge=1, le=65536)
     long_prefill_token_threshold: int = Field(0, ge=0, le=1_048_576)
     long_prefill_token_threshold_adaptive: bool = False
+    async_scheduling: bool = True  # vLLM 0.33's default (AsyncScheduler)
     watermark: float = Field(0.0, ge=0, lt=1)
     chunked_prefill: bool = True
 

@@ -7,7 +7,11 @@ Each call to `schedule()` decides one step, as vLLM's `Scheduler.schedule()` doe
 2. the waiting pass, only if nothing was preempted: waiting requests in queue order, each
    admitted if blocks for its whole sequence (+ watermark) are free, with only its first chunk
    allocated; the first misfit stops admission (fcfs, priority) or is skipped (backfill).
-`complete()` applies the step once its time has passed.
+`complete()` applies the step once its time has passed. Under async scheduling (vLLM's
+`AsyncScheduler`, on by default) the next call is built before that step's outputs are taken in:
+the step's computed tokens and sampled tokens count at once (vLLM's output placeholders), but a
+request whose last token was sampled stays in the running list — skipped, holding its blocks and
+seat, counted as running, a possible victim — until the end of the next call (`_take_outputs`).
 
 The rules are written once, here. Speed lives below them: the running set proposes the running
 pass's outcome as a `Plan` (O(1) when every running request decodes) and the scheduler accepts it
@@ -45,6 +49,7 @@ class Limits:
     max_seqs: int
     threshold: int = 0
     threshold_adaptive: bool = False
+    async_scheduling: bool = False
     chunked: bool = True
     token_reserve: int = 0
     reserve_lendable: bool = False
@@ -70,6 +75,7 @@ class Scheduler:
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
         self._step = Step(None)
         self._cap = 0  # this call's chunk cap (`_chunk_cap`)
+        self._outputs: tuple[float, list[int]] | None = None  # async: the last step's end and who finished in it
         # Arrival check, once for all requests: can prompt + max_tokens ever fit this engine?
         view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
         budget = np.where(requests.is_top, limits.budget, limits.budget - limits.token_reserve)
@@ -98,7 +104,9 @@ class Scheduler:
         return f"prompt {rs.prompt[i]} tokens exceeds the step budget {budget} with chunked prefill off"
 
     # -- one step ---------------------------------------------------------------------------
-    def schedule(self, now: float) -> Step:
+    def schedule(self, now: float, unchanged: Step | None = None) -> Step:
+        """One step. `unchanged`: a step whose waiting requests, the caller has proved, stand
+        exactly as they would in this call if it preempts nobody (their walk is skipped)."""
         lim = self.lim
         if lim.aging_s > 0 and self.policy.by_priority and self.queue:
             self.queue.rekey(lambda i: self._aged_key(i, now))
@@ -111,8 +119,14 @@ class Scheduler:
         cause = self._schedule_running(budget, now)
         if step.preempted and self.queue:  # vLLM: no admission in a step that preempted
             self._all_wait(cause)
+        elif self.queue and unchanged is not None:
+            step.waiting, step.reasons, step.need, step.room = (unchanged.waiting, unchanged.reasons.copy(),
+                                                                unchanged.need, unchanged.room)
+            step.blocker = unchanged.blocker
         elif self.queue:
             self._schedule_waiting(budget, now)
+        if self._outputs is not None:
+            self._take_outputs(step)
         if self.n_evicted and len(step.waiting):
             step.reasons[self.evicted[step.waiting]] = Reason.PREEMPTED
         step.tokens, step.decode, step.batch, step.context, step.attn = self.running.totals(step.plan)
@@ -186,8 +200,8 @@ class Scheduler:
         p = 0
         while p < len(run) and budget.left() > 0:
             r, c, top = run.ids[p], run.cls[p], self.rs.top_l[run.ids[p]]
-            comp, seq = run.comp_seq(p)
-            n = min(seq - comp, self._cap) if self._cap else seq - comp
+            comp, want = run.todo(p)  # want 0: its last token is in flight (async)
+            n = min(want, self._cap) if self._cap else want
             n = min(n, budget.available(top))
             if n <= 0:
                 p += 1
@@ -240,7 +254,8 @@ class Scheduler:
             step.swap_s += freed * self.lim.block_bytes / self.lim.swap_bytes_per_s
             rs.computed[v] = comp
         else:
-            rs.recomputed[v] += comp
+            if seq < rs.prompt_l[v] + rs.output_l[v]:  # (a request whose last token is in flight
+                rs.recomputed[v] += comp  # finishes from the queue: nothing is recomputed)
             rs.computed[v] = 0
         rs.wait(v)
         self._requeued += 1
@@ -468,6 +483,9 @@ class Scheduler:
 
     def _finish(self, t_end: float) -> list[int]:
         run, pool = self.running, self.pool
+        if self.lim.async_scheduling:  # the outputs are taken in at the end of the next call
+            self._outputs = (t_end, [run.ids[p] for p in run.finished()])
+            return []
         done = run.finished()
         if not done:
             return done
@@ -479,6 +497,55 @@ class Scheduler:
             self.rs.complete(i, t_end, comp, seq - self.rs.prompt_l[i])
             fin.append(i)
         return fin[::-1]
+
+
+    def outputs_first(self) -> list[int]:
+        """Async shortcut: take in the last step's outputs *before* the next call when that
+        changes nothing — the call would admit nobody (empty queue), evict nobody (the others'
+        growth fits beside the finished requests' blocks) and give every other running request
+        one decode token (so the finished ones' zero tokens and their place in the "alone"
+        count decide nothing). Then the replica can run the steps that follow as one. Returns
+        who finished."""
+        if not (self._outputs and self._outputs[1]) or self.queue:
+            return []
+        run = self.running
+        if run.n_dec != len(run) or not self.pool.fits(run.crossings()):
+            return []
+        step = Step(None)
+        self._take_outputs(step)
+        return step.finished
+
+    def _take_outputs(self, step: Step) -> None:
+        """Async: the end of the call takes in the last step's outputs (vLLM's update_from_output
+        after the next schedule()): who sampled its last token finishes — from the running list,
+        or from the queue if this call preempted it — at the end of that step."""
+        (t_end, done), self._outputs = self._outputs, None
+        run, rs = self.running, self.rs
+        step.flushed = True
+        if not done:
+            return
+        ids = run.ids
+        queued = [i for i in done if i not in ids]
+        for p in sorted((ids.index(i) for i in done if i in ids), reverse=True):
+            i, c, comp, seq = run.remove_at(p)
+            self.pool.release(c, self.pool.blocks(comp))
+            self.n_running_cls[c] -= 1
+            rs.complete(i, t_end, comp, seq - rs.prompt_l[i])
+        for i in queued:  # preempted in this call with its last token in flight
+            self.queue.remove(i)
+            self.evicted[i], rs.swapped[i] = False, False
+            self.n_evicted -= 1
+            rs.complete(i, t_end, 0, int(rs.generated[i]))
+        if step.plan is not None and step.plan.uniform:  # they had no token in it: the plan
+            step.plan.n -= step.plan.done  # covers the others
+            step.plan.done = 0
+        else:
+            step.plan = None
+        step.finished = list(done)
+        if queued and len(step.waiting):
+            keep = ~np.isin(step.waiting, queued)
+            step.waiting, step.reasons = step.waiting[keep], step.reasons[keep]
+            step.need, step.room = step.need[keep], step.room[keep]
 
 
 class _Walk:

@@ -205,6 +205,7 @@ def _limits(sc: Scenario, mem, wl) -> Limits:
         max_seqs=s.max_num_seqs,
         threshold=s.long_prefill_token_threshold,
         threshold_adaptive=s.long_prefill_token_threshold_adaptive,
+        async_scheduling=s.async_scheduling,
         chunked=s.chunked_prefill,
         token_reserve=m.p0_token_reserve if several else 0,
         reserve_lendable=m.reserve_mode == "lendable",

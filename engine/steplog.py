@@ -14,6 +14,7 @@ so a day of traffic stays within memory.
 from __future__ import annotations
 
 from array import array
+from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -61,8 +62,7 @@ class StepLog:
         self.run_rows.extend((len(self.ints) // self.n_int - 1, len(self.run_t), len(self.run_t) + len(ts)))
         self.run_t.extend(ts)
         self.run_dt.extend(dts)
-        for k in kv:
-            self.run_kv.extend(k)
+        self.run_kv.extend(chain.from_iterable(kv))
 
     @property
     def steps(self) -> int:

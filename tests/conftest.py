@@ -15,10 +15,12 @@ def simulate_case(tmp_path):
     The requests are written as a simulator-format trace with a `class` column, so the test goes
     through the same public path a user's trace does. `blocks` is the number of KV blocks requests
     can use: the scenario's `kv.num_blocks` (vLLM's num_gpu_blocks) is one more, vLLM's null block.
+    The timelines are worked out for synchronous scheduling unless a test passes `asyn=True`
+    (vLLM's default, async scheduling, sees each step's outputs one call later).
     """
 
     def run(case: dict, *, blocks: int = 10, block_size: int = 4, budget: int = 100,
-            policy: str = "fcfs", max_seqs: int = 8, overrides: dict | None = None):
+            policy: str = "fcfs", max_seqs: int = 8, asyn: bool = False, overrides: dict | None = None):
         rows = ["arrived_at,num_prefill_tokens,num_decode_tokens,class"]
         rows += [f"{t},{p},{o},{name}" for name, (_, reqs) in case.items() for t, p, o in reqs]
         path = tmp_path / "case.csv"
@@ -27,7 +29,8 @@ def simulate_case(tmp_path):
             "duration_s": 50,
             "kv": {"num_blocks": blocks + 1, "block_size": block_size},
             "cost": {"model": "fixed", "step_time_s": 1.0},
-            "scheduler": {"policy": policy, "max_num_batched_tokens": budget, "max_num_seqs": max_seqs},
+            "scheduler": {"policy": policy, "max_num_batched_tokens": budget, "max_num_seqs": max_seqs,
+                          "async_scheduling": asyn},
             "classes": {name: {"priority": prio, "arrival": {"rate": 0}} for name, (prio, _) in case.items()},
             "trace": {"path": str(path), "assign": {"by": "column"}},
         }

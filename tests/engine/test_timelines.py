@@ -324,13 +324,13 @@ def _empty_call_at(monkeypatch, t_empty: float, changed: bool) -> list:
     monkeypatch.setattr(Replica, "_quiet_steps", lambda self, last, feed: None)  # one call per step
     real, calls = Scheduler.schedule, []
 
-    def schedule(self, now):
+    def schedule(self, now, *args):
         calls.append(now)
         if now == t_empty and calls.count(now) == 1:
             step = Step(None)
             step.flushed = changed
             return step
-        return real(self, now)
+        return real(self, now, *args)
 
     monkeypatch.setattr(Scheduler, "schedule", schedule)
     return calls
@@ -355,3 +355,71 @@ def test_an_empty_call_that_changes_nothing_is_an_idle_step(simulate_case, monke
     res = simulate_case({"P0": (0, [(0.0, 4, 3)])})
     assert calls == [0.0, 1.0, 2.0, 3.0]
     assert row(res, "P0").finish_s == 4.0
+
+
+# --- async scheduling (vLLM's AsyncScheduler, on by default) ---------------------------------------
+
+
+def test_async_sees_a_finish_one_call_late(simulate_case):
+    """6 usable blocks of 4. A (prompt 12, output 2) and B (prompt 4, output 6) at t=0: 3 + 1
+    blocks. C (prompt 8, output 1: 2 blocks) arrives at 0.5. At t=1 A grows to 4 blocks and B to
+    2: none free, C waits kv_short. A samples its last token in step 1 (finish t=2 either way).
+    Sync: A's blocks are free for the call at t=2, C is admitted then (TTFT 2.5). Async: the call
+    at t=2 is built before step 1's outputs are taken in — A still holds its 4 blocks (skipped,
+    not scheduled); B decodes, so the call is not empty and takes its step; C waits until t=3
+    (TTFT 3.5). A prompt completed in a step is not late: B's tokens come at t=1..6 both ways."""
+    case = {"P0": (0, [(0.0, 12, 2), (0.0, 4, 6), (0.5, 8, 1)])}
+    sync, asyn = (simulate_case(case, blocks=6, asyn=a) for a in (False, True))
+    for res in (sync, asyn):
+        a, b = row(res, "P0", 0), row(res, "P0", 1)
+        assert a.finish_s == 2.0 and (b.first_token_s, b.finish_s) == (1.0, 6.0)
+    assert (row(sync, "P0", 2).first_scheduled_s, row(sync, "P0", 2).ttft_s) == (2.0, 2.5)
+    c = row(asyn, "P0", 2)
+    assert (c.first_scheduled_s, c.ttft_s) == (3.0, 3.5)
+    assert waits_of(asyn, c.id) == [(0.5, 3.0, "kv_short")]
+
+
+def test_async_empty_call_takes_no_time(simulate_case):
+    """3 usable blocks of 4. A (prompt 8, output 2) holds 3 blocks from t=1 and samples its last
+    token in step 1; B (prompt 8, output 1) arrives at 0.5 and waits kv_short. Async: the call at
+    t=2 finds A's last token in flight (skipped) and B still short, so it schedules nothing — no
+    forward pass, no time; taking in step 1's outputs finishes A, and the next call, still at
+    t=2, admits B: first token at t=3, exactly as with sync scheduling. No step is logged twice."""
+    case = {"P0": (0, [(0.0, 8, 2), (0.5, 8, 1)])}
+    sync, asyn = (simulate_case(case, blocks=3, asyn=a) for a in (False, True))
+    for res in (sync, asyn):
+        b = row(res, "P0", 1)
+        assert (row(res, "P0", 0).finish_s, b.first_scheduled_s, b.ttft_s) == (2.0, 2.0, 2.5)
+        assert res.steps["t_s"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_async_counts_a_request_whose_last_token_is_in_flight_as_running(simulate_case):
+    """Budget 256, cap 64, plenty of KV. A (prompt 4, output 1) runs alone at t=0 and samples its
+    only token. B (prompt 300, output 1) arrives at 0.5. Sync: at t=1 A is gone, B is alone and
+    uncapped: 256 + 44 tokens. Async: at t=1 A (last token in flight) still counts as running,
+    so running + waiting = 2 and B's first chunk is capped at 64; at t=2 B is alone: 236."""
+    case = {"P0": (0, [(0.0, 4, 1), (0.5, 300, 1)])}
+    kw = dict(blocks=100, budget=256, overrides={"scheduler.long_prefill_token_threshold": 64})
+    sync, asyn = (simulate_case(case, asyn=a, **kw) for a in (False, True))
+    assert (sync.steps["prefill_tokens"]).tolist() == [4, 256, 44]
+    assert (asyn.steps["prefill_tokens"]).tolist() == [4, 64, 236]
+    assert row(sync, "P0", 1).finish_s == row(asyn, "P0", 1).finish_s == 3.0
+
+
+def test_async_victim_whose_last_token_is_in_flight_finishes_from_the_queue(simulate_case):
+    """fcfs, 4 usable blocks of 2. B (prompt 4, output 4) and A (prompt 4, output 1) at t=0,
+    2 blocks each; A samples its only token in step 0. Async: at t=1 A's output is still in
+    flight; B computes its 5th token and needs a 3rd block; none is free, so fcfs evicts the
+    last running request — A, which holds its blocks until its output is taken in. Its 2 blocks
+    are freed at once (B grows), nothing is admitted in that step, and at the end of the call A's
+    last token arrives: A finishes from the queue at t=1 with one preemption and nothing to
+    recompute. Sync: A is gone before the call at t=1, nobody is preempted. B finishes at t=4."""
+    case = {"P0": (0, [(0.0, 4, 4), (0.0, 4, 1)])}
+    sync, asyn = (simulate_case(case, blocks=4, block_size=2, asyn=a) for a in (False, True))
+    assert (row(sync, "P0", 1).preemptions, row(sync, "P0", 1).finish_s) == (0, 1.0)
+    a = row(asyn, "P0", 1)
+    assert (a.status, a.finish_s, a.preemptions, a.recomputed_tokens) == ("finished", 1.0, 1, 0)
+    assert waits_of(asyn, a.id) == []
+    assert asyn.steps["preempted"].tolist() == [0, 1, 0, 0]
+    for res in (sync, asyn):
+        assert row(res, "P0", 0).finish_s == 4.0

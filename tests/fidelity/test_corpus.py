@@ -20,9 +20,8 @@ from fidelity.workloads import MODES
 DT = 0.1  # a step time that is not a binary fraction: the engine's time grid must be exact
 
 NOT_YET = {  # found with `python -m fidelity.replay --explain`
-    "async": "scheduler.async_scheduling unknown to the engine",
     "prefix": "kv.prefix_caching unknown to the engine",
-    "prefix-async": "scheduler.async_scheduling and kv.prefix_caching unknown to the engine",
+    "prefix-async": "kv.prefix_caching unknown to the engine",
 }
 
 

@@ -2,7 +2,8 @@
 
 `cases.json` holds the workloads (plain scenario mappings, so the file is self-contained):
 every shipped scenario × every policy, derandomized random small workloads, and overloaded
-long-queue workloads. `expected.json` holds, per case, a fingerprint of each result frame and
+long-queue workloads — under vLLM's default async scheduling — and a few of them again with
+synchronous scheduling (`*/sync`, `*-sync/*`). `expected.json` holds, per case, a fingerprint of each result frame and
 the summary. The fingerprint is taken over a canonical form of the frames (`canonical`), which
 is the one place to adapt when a frame's *representation* changes but its content must not.
 
@@ -115,6 +116,14 @@ def build_cases() -> dict[str, dict]:
         cases[f"random/{k:02d}"] = random_small(rng)
     for k in range(30):
         cases[f"overloaded/{k:02d}"] = overloaded(rng)
+    # vLLM's default is async scheduling; these keep the synchronous loop under the same guard
+    for name in ("default", "classic-inversion"):
+        cases[f"{name}/sync"] = apply_overrides(load_raw(name), {"scheduler.async_scheduling": False})
+    for k in range(0, 40, 2):
+        cases[f"random-sync/{k:02d}"] = apply_overrides(cases[f"random/{k:02d}"], {"scheduler.async_scheduling": False})
+    for k in range(0, 30, 3):
+        cases[f"overloaded-sync/{k:02d}"] = apply_overrides(cases[f"overloaded/{k:02d}"],
+                                                            {"scheduler.async_scheduling": False})
     for data in cases.values():
         data.pop("description", None)
     return cases
