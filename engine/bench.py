@@ -53,7 +53,8 @@ def naive_loop(arrival, prompt, output, blocks: int, block_size: int, budget: in
                step_s: float, asyn: bool = True) -> tuple[int, list[float]]:
     """vLLM v1 FCFS stepped one iteration at a time over per-request objects: (steps, finish times).
     `blocks` usable KV blocks; steps on the grid k·step_s; `asyn`: a finished request leaves
-    after the next schedule() call (which takes no time if it schedules nothing)."""
+    after the next schedule() call (which takes no time if it schedules nothing). No prefix cache:
+    the engine agrees with it when nothing shares a prefix and nothing is preempted (vidur-2k)."""
     reqs = [_Req(math.ceil(round(a / step_s, 9)), p, o) for a, p, o in zip(arrival, prompt, output)]
     pending, waiting, running, in_flight = deque(reqs), deque(), [], []
     free, tick, steps = blocks, 0, 0

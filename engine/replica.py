@@ -106,11 +106,23 @@ class Replica:
                 if finished or not sched.queue:
                     last = None  # (else the waiting requests stand as in `last`: see `_quiet_steps`)
                 continue
-            last = yield from self._step(last)
+            if (begun := self._begin(last)) is None:
+                last = None  # an empty schedule() call: no forward pass, no time
+                continue
+            step, row, dt, ticks = begun
+            now = self.now
+            if ticks:
+                yield env.timeout(ticks)
+                self.tick += ticks
+                self.now = self.tick * self.grid
+            else:
+                yield env.timeout(dt)
+                self.now = now + dt
+            last = self._end(step, row, now, dt)
 
-    def _step(self, last: Step | None):
-        """One schedule() call and, unless it scheduled nothing, its step; returns the step if it
-        was a pure decode step after which nothing changed (else None)."""
+    def _begin(self, last: Step | None):
+        """One schedule() call: (its step, the step's log row, time, grid ticks), or None if it
+        scheduled nothing."""
         sched, log, now = self.sched, self.log, self.now
         step = sched.schedule(now, last if self.skip and sched.running.done and self._waits_stand(last) else None)
         for v in step.preempted:
@@ -127,8 +139,12 @@ class Replica:
         if ticks:
             dt = ticks * self.grid
         log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
-        row = self._row(step)  # KV and running counts during the step
-        yield from self._wait(dt, ticks)
+        return step, self._row(step), dt, ticks  # (the row: KV and running counts during the step)
+
+    def _end(self, step: Step, row: list[int], now: float, dt: float) -> Step | None:
+        """The step's time has passed: apply it. Returns the step if it was a pure decode step
+        after which nothing changed (else None)."""
+        sched = self.sched
         finished = sched.complete(step, self.now)
         self.steps.add(now, dt, row)
         self.k += 1
@@ -177,7 +193,9 @@ class Replica:
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
         if self.grid is not None:
-            yield from self._wait(0.0, m)
+            yield self.env.timeout(m)
+            self.tick += m
+            self.now = self.tick * self.grid
         else:
             t_end = starts[-1] + dts[-1]
             yield self.env.timeout(max(t_end - self.env.now, 0.0))
@@ -207,6 +225,9 @@ class Replica:
         if sched.queue:
             if last is None or lim.aging_s > 0 and sched.policy.by_priority or lim.inheritance:
                 return None  # unknown outcome / keys that drift with waiting time / holders reordered
+            if sched.cache is not None and (sched.cache.any_prefix or sched.cache.segs) and (
+                    self.pool.capped or self.pool.reserve):
+                return None  # evicted hits grow a waiting request's need: a cap or reserve reason could change
             row = self._last_row
         else:
             if run.n_dec != n:
@@ -220,10 +241,14 @@ class Replica:
             row = [self.index, 0, n, n, 0, 0, 0, 0, idle, *sched.n_running_cls, *self._no_waiting,
                    *self.pool.used_cls]
         m = min(run.steps_to_finish(), MAX_RUN)
+        cache = sched.cache
+        if cache is not None and cache.hashing:  # stop before a shareable block would be hashed
+            m = min([m] + [cache.pending(i) - run.comp_seq(run.ids.index(i))[0] - 1 for i in cache.hashing])
         start_by = min(feed.next_t, self._alert_time(last))  # steps must start before this
         end_by = min(self.until, feed.next_t) if feed.strict else self.until  # and end before this
         if self.grid is not None:  # one tick each: how many fit is arithmetic
-            m = min(m, self._grid_steps(start_by, end_by))
+            if min(start_by, end_by) < (self.tick + m + 2) * self.grid:
+                m = min(m, self._grid_steps(start_by, end_by))
         elif min(start_by, end_by) < math.inf:  # steps only get longer as the context grows
             m = min(m, int((min(start_by, end_by) - self.now) / self.cost(n, run.ctx + 0.5 * n, run.ctx)) + 2)
         if m < 1:
@@ -258,18 +283,16 @@ class Replica:
         """On a fixed step: how many steps from this tick start before `start_by` and end before
         `end_by` (the same float comparisons stepping makes, at the boundary)."""
         g, k = self.grid, self.tick
-
-        def last(bound: float, off: int) -> float:  # the largest j with (j + off)·g < bound
-            if bound == math.inf:
-                return math.inf
-            j = math.floor(bound / g) - off
-            while (j + off) * g >= bound:
+        j = k + MAX_RUN  # the last step j that may run: j·g < start_by and (j + 1)·g < end_by
+        if start_by < math.inf:
+            j = min(j, math.floor(start_by / g) + 1)
+            while j * g >= start_by:
                 j -= 1
-            while (j + 1 + off) * g < bound:
-                j += 1
-            return j
-
-        return int(max(0, min(last(start_by, 0), last(end_by, 1), k + MAX_RUN) - k + 1))
+        if end_by < math.inf:
+            j = min(j, math.floor(end_by / g))
+            while (j + 1) * g >= end_by:
+                j -= 1
+        return max(0, j - k + 1)
 
     def _times(self, m: int, n: int, ctx: int, start_by: float, end_by: float) -> tuple[list[float], list[float]]:
         """Start and step times of up to m decode steps of n requests on a context growing by n
@@ -299,6 +322,16 @@ class Replica:
         caps = pool._caps if pool.capped else None
         cap_total, cls_room = self._reason_limits(last)
         out = []
+        if other_cap is None and caps is None and cls_room is None:  # only the pool's limit
+            limit = min(cap, cap_total)
+            for grow in run.growth_steps(m):
+                if any(grow):
+                    kv = [a + g for a, g in zip(kv, grow)]
+                    used += sum(grow)
+                    if used > limit:
+                        break
+                out.append(kv)
+            return out
         for grow in run.growth_steps(m):
             if any(grow):
                 kv = [a + g for a, g in zip(kv, grow)]

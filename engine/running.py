@@ -40,10 +40,12 @@ import numpy as np
 
 from .step import Budget, Plan
 
-COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ONEHOT = range(8)
+COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ADM, GRANT, SAMPLE, SAMPLE0, ONEHOT = range(12)
 # COMP: tokens computed · SEQ: prompt + generated (COMP and SEQ are adjacent, so one `+=` moves
 # both) · TOK: tokens scheduled this step (0 between steps) · FROM_R: of those, drawn from the
-# top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top class ·
+# top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top class · ADM:
+# the step it was admitted in · GRANT, SAMPLE, SAMPLE0: the last step it was given tokens in, the
+# last two it sampled a token in, unless the step was a uniform decode step (see `hashed`) ·
 # ONEHOT + c: 1 if the request is of class c (per-class sums are one matrix product).
 
 
@@ -65,6 +67,9 @@ class RunningSet:
         self.done: list[int] = []  # ids whose last token is sampled, not yet taken out (async)
         self.shift = 0
         self.clock = 0
+        self.cur = 0  # the step being built (steps done so far)
+        self.track = False  # keep GRANT / SAMPLE up to date (async scheduling with a prefix cache)
+        self.ufrom, self.upto = 0, -1  # the last run of uniform decode steps (step numbers)
         self.by_residue = [[0] * n_classes for _ in range(block_size)]
         self._due: list[tuple[int, int]] = []  # heap of (clock at which it finishes, id); stale ones skipped
         self._due_at: dict[int, int] = {}  # id → its current entry
@@ -227,11 +232,15 @@ class RunningSet:
             self.ctx += plan.n
             for p, was_comp, was_seq in admitted:
                 comp, seq = was_comp + int(F[TOK, p]), was_seq
+                F[GRANT, p] = self.cur
                 if comp == seq:  # the chunk completed the sequence: one new token
                     seq += 1
+                    if self.track:
+                        F[SAMPLE0, p], F[SAMPLE, p] = F[SAMPLE, p], self.cur
                     if seq - int(F[PROMPT, p]) == 1:
                         first.append(self.ids[p])
                 self._put(p, comp, seq, (was_comp, was_seq))
+            self._uniform(1)
         else:
             F = self.settled()
             comp, seq = F[COMP, :n], F[SEQ, :n]
@@ -239,6 +248,11 @@ class RunningSet:
             comp += F[TOK, :n]
             sampled = comp == seq
             seq += sampled
+            if self.track:
+                F[GRANT, :n][F[TOK, :n] > 0] = self.cur
+                F[SAMPLE0, :n][sampled] = F[SAMPLE, :n][sampled]
+                F[SAMPLE, :n][sampled] = self.cur
+            self.cur += 1
             gen = seq - F[PROMPT, :n]
             new = (sampled & (gen == 1)).nonzero()[0]
             if len(new):
@@ -253,6 +267,40 @@ class RunningSet:
         self.shift += k
         self.clock += k
         self.ctx += k * len(self.ids)
+        self._uniform(k)
+
+    def _uniform(self, k: int) -> None:
+        """The next k steps were uniform decode steps: every request running at a step's start
+        (admitted before it) was given one token and sampled one."""
+        cur = self.cur
+        if self.upto != cur - 1:
+            self.ufrom = cur
+        self.cur = self.upto = cur + k
+        self.upto -= 1
+
+    def hashed(self, p: int, lag: bool) -> int:
+        """How many tokens of the request at position p vLLM has hashed at this point of the call
+        (this step's tokens included): every computed token, except under async scheduling
+        (`lag`) the newest while its value — the token sampled the step before — is in flight."""
+        F = self.F
+        comp, tok = int(F[COMP, p]) + self.shift, int(F[TOK, p])
+        if not lag:
+            return comp + tok
+        k, adm = self.cur - 1, int(F[ADM, p])
+
+        def did(row: int, s: int) -> bool:  # sampled (SAMPLE) or given tokens (GRANT) in step s
+            return int(F[row, p]) == s or row == SAMPLE and int(F[SAMPLE0, p]) == s or (
+                self.ufrom <= s <= self.upto and adm < s)
+
+        if tok:  # this call's grant: its last token is known unless sampled in the last step
+            return comp + tok - did(SAMPLE, k)
+        return comp - (did(GRANT, k) and did(SAMPLE, k - 1))
+
+    def taken_in(self, p: int, lag: bool) -> int:
+        """`hashed` once the last step's outputs are taken in (the end of an async call)."""
+        if not lag or self.F[TOK, p]:
+            return self.hashed(p, lag)
+        return int(self.F[COMP, p]) + self.shift
 
     def growth_steps(self, k: int) -> list[list[int]]:
         """Blocks per class that each of the next k decode steps adds (asked between steps):
@@ -293,7 +341,7 @@ class RunningSet:
         if p == self.F.shape[1]:
             self.F = np.concatenate([self.F, np.zeros_like(self.F)], axis=1)
         s = self.shift
-        col = [comp - s, seq - s, 0, 0, prompt, end, int(top)] + [0] * self.n_classes
+        col = [comp - s, seq - s, 0, 0, prompt, end, int(top), self.cur, -2, -2, -2] + [0] * self.n_classes
         col[ONEHOT + c] = 1
         self.F[:, p] = col
         self.ids.append(i)

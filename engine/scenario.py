@@ -75,6 +75,7 @@ class ModelSpec(_Model):
 class KV(_Model):
     block_size: int = Field(16, ge=1, le=1024)
     num_blocks: int | None = Field(None, ge=2, le=10_000_000)  # vLLM's num_gpu_blocks: one is the null block
+    prefix_caching: bool = True  # vLLM's default (engine.prefix)
 
 
 class Cost(_Model):
@@ -160,6 +161,7 @@ class RequestClass(_Model):
     output: Length = Length(value=128)
     slo: Slo = Slo()
     caps: Caps = Caps()
+    prefix_tokens: int = Field(0, ge=0, le=10_000_000)  # a shared system prompt: the first tokens of every prompt
 
 
 class Assign(_Model):

@@ -30,6 +30,7 @@ import numpy as np
 
 from .kv import KVPool
 from .policies import Policy
+from .prefix import PrefixCache
 from .queue import WaitingQueue
 from .reasons import Reason
 from .requests import Requests
@@ -39,6 +40,7 @@ from .step import Budget, Step
 PREFILTER_MIN_QUEUE = 32  # a skipping policy's queue longer than this is pre-filtered on KV
 _NONE = int(Reason.NONE)
 _NO_IDS, _NO_CODES = np.empty(0, np.int64), np.empty(0, np.int8)
+_NO_HIT = ((), (), 0, 0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Limits:
     top_priority: int = 0
     swap_bytes_per_s: float = 0.0  # > 0: preemption swaps KV to host instead of recomputing
     block_bytes: float = 0.0
+    prefix_caching: bool = False
 
 
 class Scheduler:
@@ -75,7 +78,11 @@ class Scheduler:
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
         self._step = Step(None)
         self._cap = 0  # this call's chunk cap (`_chunk_cap`)
+        self._hit: tuple = _NO_HIT  # the last admission check's prefix-cache hit (`_why_not`)
         self._outputs: tuple[float, list[int]] | None = None  # async: the last step's end and who finished in it
+        self.cache = pool.cache = PrefixCache(pool, requests) if limits.prefix_caching else None
+        self._lag = limits.async_scheduling and self.cache is not None  # async: hashing lags (`RunningSet.hashed`)
+        self.running.track = self._lag
         # Arrival check, once for all requests: can prompt + max_tokens ever fit this engine?
         view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
         budget = np.where(requests.is_top, limits.budget, limits.budget - limits.token_reserve)
@@ -117,6 +124,8 @@ class Scheduler:
         step = self._step = Step(None)
         self._cap = self._chunk_cap()
         cause = self._schedule_running(budget, now)
+        if self.cache is not None and self.cache.hashing:
+            self._hash_running(granted=True)
         if step.preempted and self.queue:  # vLLM: no admission in a step that preempted
             self._all_wait(cause)
         elif self.queue and unchanged is not None:
@@ -125,8 +134,13 @@ class Scheduler:
             step.blocker = unchanged.blocker
         elif self.queue:
             self._schedule_waiting(budget, now)
-        if self._outputs is not None:
-            self._take_outputs(step)
+        if self._outputs is not None:  # async: the last step's outputs arrive now
+            if self._outputs[1]:
+                self._take_outputs(step)
+            else:
+                self._outputs, step.flushed = None, True
+            if self._lag and self.cache.hashing:
+                self._hash_running(granted=False)
         if self.n_evicted and len(step.waiting):
             step.reasons[self.evicted[step.waiting]] = Reason.PREEMPTED
         step.tokens, step.decode, step.batch, step.context, step.attn = self.running.totals(step.plan)
@@ -238,14 +252,14 @@ class Scheduler:
     def _evict(self, v: int, now: float, budget: Budget) -> None:
         """Preempt a running request: its tokens go back to the budget, its blocks are freed;
         recompute (progress lost) or swap. The step's plan no longer describes the rows."""
-        rs, pool, run, step = self.rs, self.pool, self.running, self._step
+        rs, run, step = self.rs, self.running, self._step
         p = run.ids.index(v)
         tok, from_r = run.tokens_of(p)
         budget.reserve += from_r
         budget.shared += tok - from_r
+        hashed = run.hashed(p, self._lag)
         _, c, comp, seq = run.remove_at(p)
-        freed = pool.blocks(comp + tok)
-        pool.release(c, freed)
+        freed = self._free(v, c, comp + tok, hashed, keep=self.lim.swap_bytes_per_s == 0)
         self.n_running_cls[c] -= 1
         rs.generated[v] = seq - int(rs.prompt[v])
         rs.preemptions[v] += 1
@@ -307,7 +321,8 @@ class Scheduler:
         plain walk would). Returns (reasons, needs) or None."""
         rs, pool, lim, n_w = self.rs, self.pool, self.lim, len(walk.order)
         if (not self.shortcuts or self.policy.stops_at_misfit or not lim.chunked or n_w <= PREFILTER_MIN_QUEUE
-                or budget.shared <= 0 or len(self.running) >= lim.max_seqs):
+                or budget.shared <= 0 or len(self.running) >= lim.max_seqs
+                or self.cache is not None and (self.cache.any_prefix or self.cache.segs)):  # hits change needs
             return None
         ids = np.array(walk.order, dtype=np.int64)
         need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
@@ -372,12 +387,15 @@ class Scheduler:
 
     def _why_not(self, w: int, c: int, top: bool, budget: Budget, now: float):
         """Whether w fits now: (reason, first chunk, blocks for its whole sequence, computed, sequence)."""
-        rs, pool, lim = self.rs, self.pool, self.lim
+        rs, pool, lim, cache = self.rs, self.pool, self.lim, self.cache
         seq, done = rs.prompt_l[w] + int(rs.generated[w]), int(rs.computed[w])
+        hit = self._hit = cache.lookup(w, seq) if cache is not None and not done and cache.findable(w) else _NO_HIT
+        _, _, hits, fresh = hit
+        done += hits * pool.block_size  # a prefix-cache hit counts as computed
         n = seq - done if not self._cap else min(seq - done, self._cap)
         avail = budget.available(top)
         why = Reason.TOKEN_BUDGET if (not lim.chunked and n > avail) else Reason.NONE
-        need = pool.blocks(seq)
+        need = pool.blocks(seq) - hits + fresh  # hit blocks that sit free in the cache count
         if not why:
             why = pool.shortfall(c, need, watermark=bool(self.running))
             if why in (Reason.KV_SHORT, Reason.RESERVE) and self.policy.preempts_for_waiting:
@@ -418,18 +436,27 @@ class Scheduler:
         prompt, top = rs.prompt_l[w], rs.top_l[w]
         p = self.running.add(w, c, computed, seq, prompt, prompt + rs.output_l[w], top)
         self.n_running_cls[c] += 1
+        first = rs.first_sched[w] != rs.first_sched[w]  # NaN: never admitted before
         rs.run(w, now)
         if rs.swapped[w]:
             rs.swapped[w] = False
             self._step.swap_s += pool.blocks(computed) * self.lim.block_bytes / self.lim.swap_bytes_per_s
-        blocks = pool.blocks(computed + n)
+        hit, cache = self._hit, self.cache
+        _, _, hits, fresh = hit
+        if hits:
+            rs.hit(w, computed, first)
+        if hits or cache is not None and cache.any_prefix and cache.prefix_l[w]:
+            cache.admit(w, c, hit)  # hits on free cached blocks take them out of the free queue
+        blocks = pool.blocks(computed + n) - hits
         pool.grow(c, blocks)
+        if cache is not None and w in cache.held:
+            cache.register(w, c, computed + n)
         self.running.set_tokens(p, n, budget.take(n, top))
         self._step.admitted.append(w)
         if self.evicted[w]:
             self.evicted[w] = False
             self.n_evicted -= 1
-        return blocks
+        return blocks + fresh
 
     def _lower(self, w: int) -> list[int]:
         prio = self.rs.prio
@@ -482,21 +509,22 @@ class Scheduler:
         return self._finish(t_end)
 
     def _finish(self, t_end: float) -> list[int]:
-        run, pool = self.running, self.pool
+        run = self.running
         if self.lim.async_scheduling:  # the outputs are taken in at the end of the next call
             self._outputs = (t_end, [run.ids[p] for p in run.finished()])
             return []
         done = run.finished()
-        if not done:
-            return done
-        fin = []
-        for p in reversed(done):
-            i, c, comp, seq = run.remove_at(p)
-            pool.release(c, pool.blocks(comp))
+        return self._retire(done, t_end) if done else done
+
+    def _retire(self, done: list[int], t_end: float) -> list[int]:
+        """The running requests at positions `done` (ascending) finished at t_end: out of the
+        running set, their blocks freed in running order (as vLLM takes in a step's outputs)."""
+        rows = [self.running.remove_at(p) for p in reversed(done)][::-1]
+        for i, c, comp, seq in rows:
+            self._free(i, c, comp, comp, keep=False)
             self.n_running_cls[c] -= 1
             self.rs.complete(i, t_end, comp, seq - self.rs.prompt_l[i])
-            fin.append(i)
-        return fin[::-1]
+        return [r[0] for r in rows]
 
 
     def outputs_first(self) -> list[int]:
@@ -515,6 +543,29 @@ class Scheduler:
         self._take_outputs(step)
         return step.finished
 
+    def _free(self, i: int, c: int, tokens: int, hashed: int, keep: bool) -> int:
+        """Request i lets go of the blocks of its `tokens` tokens (`hashed` of them hashed; `keep`:
+        preempted, it may find them again); returns how many it held."""
+        blocks = self.pool.blocks(tokens)
+        if self.cache is None:
+            self.pool.release(c, blocks)
+        else:
+            self.cache.release(i, c, blocks, hashed, keep)
+            if not keep:
+                self.cache.forget(i)
+        return blocks
+
+    def _hash_running(self, granted: bool) -> None:
+        """Shareable blocks the running pass's grants (or, async, the outputs taken in) hashed
+        become findable (`engine.prefix`)."""
+        run, cache = self.running, self.cache
+        for p in [p for p, i in enumerate(run.ids) if i in cache.hashing]:  # in running order, as vLLM
+            i = run.ids[p]
+            if granted and run.tokens_of(p)[0]:
+                cache.register(i, run.cls[p], run.hashed(p, self._lag))
+            elif not granted:
+                cache.register(i, run.cls[p], run.taken_in(p, True))
+
     def _take_outputs(self, step: Step) -> None:
         """Async: the end of the call takes in the last step's outputs (vLLM's update_from_output
         after the next schedule()): who sampled its last token finishes — from the running list,
@@ -526,12 +577,10 @@ class Scheduler:
             return
         ids = run.ids
         queued = [i for i in done if i not in ids]
-        for p in sorted((ids.index(i) for i in done if i in ids), reverse=True):
-            i, c, comp, seq = run.remove_at(p)
-            self.pool.release(c, self.pool.blocks(comp))
-            self.n_running_cls[c] -= 1
-            rs.complete(i, t_end, comp, seq - rs.prompt_l[i])
+        self._retire(sorted(ids.index(i) for i in done if i in ids), t_end)
         for i in queued:  # preempted in this call with its last token in flight
+            if self.cache is not None:
+                self.cache.forget(i)
             self.queue.remove(i)
             self.evicted[i], rs.swapped[i] = False, False
             self.n_evicted -= 1

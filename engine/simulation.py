@@ -206,6 +206,7 @@ def _limits(sc: Scenario, mem, wl) -> Limits:
         threshold=s.long_prefill_token_threshold,
         threshold_adaptive=s.long_prefill_token_threshold_adaptive,
         async_scheduling=s.async_scheduling,
+        prefix_caching=sc.kv.prefix_caching,
         chunked=s.chunked_prefill,
         token_reserve=m.p0_token_reserve if several else 0,
         reserve_lendable=m.reserve_mode == "lendable",

@@ -10,7 +10,8 @@ from engine.scenario import apply_overrides
 
 @pytest.fixture
 def simulate_case(tmp_path):
-    """Run explicit requests: case = {class: (priority, [(arrival_s, prompt, output), ...])}.
+    """Run explicit requests: case = {class: (priority, [(arrival_s, prompt, output), ...])}; a
+    request may add (prefix_group, prefix_tokens), the trace columns of prefix identity.
 
     The requests are written as a simulator-format trace with a `class` column, so the test goes
     through the same public path a user's trace does. `blocks` is the number of KV blocks requests
@@ -21,8 +22,10 @@ def simulate_case(tmp_path):
 
     def run(case: dict, *, blocks: int = 10, block_size: int = 4, budget: int = 100,
             policy: str = "fcfs", max_seqs: int = 8, asyn: bool = False, overrides: dict | None = None):
-        rows = ["arrived_at,num_prefill_tokens,num_decode_tokens,class"]
-        rows += [f"{t},{p},{o},{name}" for name, (_, reqs) in case.items() for t, p, o in reqs]
+        prefixed = any(len(r) > 3 for _, reqs in case.values() for r in reqs)
+        rows = ["arrived_at,num_prefill_tokens,num_decode_tokens,class" + (",prefix_group,prefix_tokens" if prefixed else "")]
+        rows += [",".join(map(str, (*r[:3], name, *((*r[3:], -1, 0)[:2] if prefixed else ()))))
+                 for name, (_, reqs) in case.items() for r in reqs]
         path = tmp_path / "case.csv"
         path.write_text("\n".join(rows) + "\n")
         data = {

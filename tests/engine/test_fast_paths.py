@@ -173,13 +173,14 @@ def test_running_set_bookkeeping_matches_the_rows(ops):
 @pytest.mark.parametrize("asyn", [True, False])
 def test_the_benchmarks_naive_loop_reproduces_the_engine(asyn):
     """`engine.bench.naive_loop` (the yardstick the benchmark times) steps through the same fcfs
-    rules one object at a time: same finish times on a tight-KV workload with preemptions."""
+    rules one object at a time: same finish times on a tight-KV workload with preemptions (with
+    no prefix cache: the naive loop recomputes a preempted request in full)."""
     import numpy as np
 
     from engine.bench import naive_loop
     from engine.workload import build
 
-    sc = from_dict({"seed": 3, "duration_s": 20.0, "kv": {"num_blocks": 41, "block_size": 4},
+    sc = from_dict({"seed": 3, "duration_s": 20.0, "kv": {"num_blocks": 41, "block_size": 4, "prefix_caching": False},
                     "cost": {"model": "fixed", "step_time_s": 0.1},
                     "scheduler": {"max_num_batched_tokens": 64, "max_num_seqs": 6, "async_scheduling": asyn},
                     "classes": {"A": {"arrival": {"rate": 3}, "prompt": {"dist": "uniform", "low": 1, "high": 60},

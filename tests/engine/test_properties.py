@@ -172,9 +172,10 @@ def check_invariants(data: dict, res) -> None:
     step_s = sc.cost.step_time_s
     assert (fin["finish_s"] - fin["first_scheduled_s"] >= fin["output_tokens"] * step_s - 1e-6).all()
 
-    # token conservation: every computed token appears in exactly one step
-    # (prompt, every output token but the last, and whatever preemption made it recompute)
-    expected = int((fin["prompt_tokens"] + fin["output_tokens"] - 1 + fin["recomputed_tokens"]).sum())
+    # token conservation: every computed token appears in exactly one step (prompt, every output
+    # token but the last, and the progress preemption lost — less what admissions found cached)
+    expected = int((fin["prompt_tokens"] + fin["output_tokens"] - 1 + fin["recomputed_tokens"]
+                    - fin["cached_tokens_all"]).sum())
     assert int((steps["prefill_tokens"] + steps["decode_tokens"]).sum()) == expected
 
     # admissions: every finished request was admitted once, plus once more per preemption — but

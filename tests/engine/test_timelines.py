@@ -423,3 +423,70 @@ def test_async_victim_whose_last_token_is_in_flight_finishes_from_the_queue(simu
     assert asyn.steps["preempted"].tolist() == [0, 1, 0, 0]
     for res in (sync, asyn):
         assert row(res, "P0", 0).finish_s == 4.0
+
+
+# --- prefix caching (vLLM's default) ------------------------------------------------------------------
+
+
+def test_a_shared_prefix_is_found_in_the_cache(simulate_case):
+    """Blocks of 4. A and B (prompt 12, output 1) share their first 8 tokens (group 0). A runs at
+    t=0 and finishes at t=1; its full blocks stay cached. B arrives at 2: its hit is the longest
+    run of cached blocks, at most (12 − 1) // 4 = 2 blocks — all 8 shared tokens — so it computes
+    only its last 4 (cached_tokens 8). C (same lengths, no shared prefix) computes all 12."""
+    case = {"P0": (0, [(0.0, 12, 1, 0, 8), (2.0, 12, 1, 0, 8), (4.0, 12, 1)])}
+    res = simulate_case(case, blocks=20)
+    a, b, c = (row(res, "P0", k) for k in range(3))
+    assert (a.cached_tokens, b.cached_tokens, c.cached_tokens) == (0, 8, 0)
+    assert res.steps["prefill_tokens"].tolist() == [12, 4, 12]
+    off = simulate_case(case, blocks=20, overrides={"kv.prefix_caching": False})
+    assert off.steps["prefill_tokens"].tolist() == [12, 12, 12] and off.requests["cached_tokens"].sum() == 0
+
+
+def test_cached_free_blocks_count_against_the_room_and_are_evicted_lru(simulate_case):
+    """5 usable blocks of 4. A (prompt 9, output 1; first 8 tokens in group 0) runs at t=0 (3
+    blocks) and finishes at t=1: its partial block goes to the front of the free queue, its two
+    hashed blocks to the back, the last one first (evicted first). D (prompt 12, output 4, no
+    prefix) is admitted at t=1 with 3 blocks taken from the front: the cached two survive. B
+    (like A) arrives at 1.5. At t=2 D's decode needs a 4th block: the front of the free queue is
+    A's block 1 — evicted. B finds only block 0 (4 tokens), and that block sits free in the cache,
+    so it still counts: B needs 3 − 1 + 1 = 3 blocks with 1 free → kv_short until D finishes at
+    t=5. Then B is admitted with its 4 cached tokens and computes 5: first token at t=6."""
+    case = {"P0": (0, [(0.0, 9, 1, 0, 8), (0.5, 12, 4), (1.5, 9, 1, 0, 8)])}
+    res = simulate_case(case, blocks=5)
+    a, d, b = (row(res, "P0", k) for k in range(3))
+    assert (a.finish_s, d.first_scheduled_s, d.finish_s) == (1.0, 1.0, 5.0)
+    assert (b.first_scheduled_s, b.cached_tokens, b.first_token_s) == (5.0, 4, 6.0)
+    seg = res.waits[res.waits["request"] == b.id].iloc[0]
+    assert (seg.reason, seg.start_s, seg.end_s, seg.need_blocks, seg.free_blocks) == ("kv_short", 1.5, 5.0, 3, 1)
+    assert res.steps.set_index("t_s").loc[5.0, "prefill_tokens"] == 5
+
+
+def test_a_preempted_request_finds_its_own_blocks_again(simulate_case):
+    """The fcfs preemption timeline (4 usable blocks of 2): B (prompt 3, output 3) is preempted at
+    t=1 with 3 computed tokens, one full block of them hashed; A's growth takes the free block
+    without a hash, so B's block stays cached. Re-admitted at t=3 with 4 tokens (prompt + 1
+    output), B finds that block (at most (4 − 1) // 2 = 1) and computes 2 tokens, not 4. Its
+    recomputed_tokens (progress lost) stay 3; cached_tokens_all counts the 2 found."""
+    case = {"P0": (0, [(0.0, 4, 3), (0.0, 3, 3), (0.5, 1, 1)])}
+    on = simulate_case(case, blocks=4, block_size=2)
+    off = simulate_case(case, blocks=4, block_size=2, overrides={"kv.prefix_caching": False})
+    for res, computed in ((on, 2), (off, 4)):
+        b = row(res, "P0", 1)
+        assert (b.preemptions, b.recomputed_tokens, b.cached_tokens) == (1, 3, 0)
+        assert res.steps.set_index("t_s").loc[3.0, "prefill_tokens"] == computed + 1  # + D's one token
+    assert (row(on, "P0", 1).cached_tokens_all, row(off, "P0", 1).cached_tokens_all) == (2, 0)
+
+
+def test_a_shared_block_is_charged_to_one_class_and_passes_on(simulate_case):
+    """Blocks of 4. A (P2, prompt 12, output 6) and B (P0, prompt 12, output 10) share their first
+    8 tokens. A runs from t=0 (3 blocks, a 4th from t=1). B arrives at 0.5 and at t=1 finds A's two
+    shared blocks in use: they cost P0 nothing, B's class is charged only its own block (the
+    pool holds 5 blocks, not 7). A finishes at t=6 while B still uses the two: their charge passes
+    to P0, which then holds all of B's 5 blocks."""
+    case = {"P0": (0, [(0.5, 12, 10, 0, 8)]), "P2": (2, [(0.0, 12, 6, 0, 8)])}
+    res = simulate_case(case, blocks=20)
+    steps = res.steps.set_index("t_s")
+    assert (steps.loc[1.0, "kv_P2"], steps.loc[1.0, "kv_P0"], steps.loc[1.0, "kv_used"]) == (4, 1, 5)
+    assert (steps.loc[6.0, "kv_P2"], steps.loc[6.0, "kv_P0"]) == (0, 5)
+    assert (res.steps["kv_P0"] + res.steps["kv_P2"] == res.steps["kv_used"]).all()
+    assert row(res, "P0").cached_tokens == 8

@@ -29,7 +29,7 @@ from engine.scenario import apply_overrides, load_raw
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases.json"
 EXPECTED = HERE / "expected.json"
-SHIPPED = ["default", "classic-inversion", "aging", "inheritance", "kv-cap", "preempt", "rescue-buffer",
+SHIPPED = ["default", "classic-inversion", "aging", "inheritance", "kv-cap", "preempt", "rescue-buffer", "prefix-cache",
            "separate-replicas"]
 POLICIES = ["fcfs", "priority", "backfill", "preempt"]
 
@@ -124,6 +124,10 @@ def build_cases() -> dict[str, dict]:
     for k in range(0, 30, 3):
         cases[f"overloaded-sync/{k:02d}"] = apply_overrides(cases[f"overloaded/{k:02d}"],
                                                             {"scheduler.async_scheduling": False})
+    for k in range(1, 80, 4):  # every class's prompts start with a shared system prompt
+        data = cases[f"random/{k:02d}"]
+        cases[f"random-prefix/{k:02d}"] = apply_overrides(data, {
+            f"classes.{c}.prefix_tokens": 3 + 37 * (j % 2) for j, c in enumerate(data["classes"])})
     for data in cases.values():
         data.pop("description", None)
     return cases
