@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .memory import MemoryBreakdown
+from .reasons import SHED
 from .scenario import Scenario
 
 
@@ -86,6 +87,7 @@ def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
         "n": int(len(r)),
         "completed": int(done.sum()),
         "rejected": int((r["status"] == "rejected").sum()),
+        "shed": int(r["reason"].astype(str).str.startswith(SHED).sum()),
         "unfinished": int((r["status"] == "unfinished").sum()),
         "ttft_p50": pct(r["ttft_s"], 50),
         "ttft_p90": pct(r["ttft_s"], 90),
@@ -134,6 +136,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
         "recomputed_tokens": int(req["recomputed_tokens"].sum()),
         "cached_tokens": int(req["cached_tokens_all"].sum()),
         "rejected": int((req["status"] == "rejected").sum()),
+        "shed": int(req["reason"].astype(str).str.startswith(SHED).sum()),
         "unfinished": int((req["status"] == "unfinished").sum()),
         "alerts": int(len(alerts)),
         "reserve_idle_token_frac": float(steps["reserve_idle"].sum()) / (budget * len(steps)) if len(steps) else 0.0,

@@ -31,7 +31,7 @@ from .clock import Clock
 from .cost import StepCost
 from .kv import KVPool
 from .observe import WaitLog
-from .reasons import Reason
+from .reasons import VLLM_REASON, Reason
 from .requests import Requests
 from .scheduler import Scheduler
 from .step import Step
@@ -40,6 +40,8 @@ from .steplog import StepLog
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
 _KV_SHORT, _RESERVE = int(Reason.KV_SHORT), int(Reason.RESERVE)
 _TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
+_DEFERRED = [int(r) - 1 for r, word in VLLM_REASON.items() if word == "deferred"]  # vLLM's two words
+_NO_REASONS = [0] * (len(Reason) - 1)
 
 
 class Replica:
@@ -181,10 +183,15 @@ class Replica:
     def _row(self, step: Step) -> list[int]:
         """The step's integer columns of the step log (see `StepLog`)."""
         used = self.pool.used
-        waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(self._no_waiting)).tolist() \
-            if len(step.waiting) else self._no_waiting
+        if len(step.waiting):
+            waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(self._no_waiting)).tolist()
+            why = np.bincount(step.reasons, minlength=len(Reason)).tolist()[1:]
+            deferred = sum(why[k] for k in _DEFERRED)
+        else:
+            waiting, why, deferred = self._no_waiting, _NO_REASONS, 0
         return [self.index, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
                 len(step.preempted), used, self.pool.capacity - used, step.reserve_idle,
+                len(step.waiting) - deferred, deferred, *why,
                 *self.sched.n_running_cls, *waiting, *self.pool.used_cls]
 
     # -- multi-step skipping --------------------------------------------------------------------
@@ -238,8 +245,8 @@ class Replica:
                 return None  # the budget cuts some decodes short: not a uniform step
             shared_left, reserve_left = lim.budget - reserve - (n - r), reserve - r
             idle = reserve_left if reserve_left and shared_left == 0 else 0
-            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, *sched.n_running_cls, *self._no_waiting,
-                   *self.pool.used_cls]
+            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, 0, 0, *_NO_REASONS, *sched.n_running_cls,
+                   *self._no_waiting, *self.pool.used_cls]
         m = min(run.steps_to_finish(), MAX_RUN)
         cache = sched.cache
         if cache is not None and cache.hashing:  # stop before a shareable block would be hashed

@@ -94,6 +94,8 @@ class Scheduler(_Model):
     long_prefill_token_threshold: int = Field(0, ge=0, le=1_048_576)
     long_prefill_token_threshold_adaptive: bool = False
     async_scheduling: bool = True  # vLLM 0.33's default (AsyncScheduler)
+    max_num_queued_reqs: int | None = Field(None, ge=0, le=10_000_000)  # vLLM's API server: HTTP 503 beyond
+    max_num_queued_tokens: int | None = Field(None, ge=0, le=1_000_000_000)
     watermark: float = Field(0.0, ge=0, lt=1)
     chunked_prefill: bool = True
 

@@ -32,7 +32,7 @@ from .kv import KVPool
 from .policies import Policy
 from .prefix import PrefixCache
 from .queue import WaitingQueue
-from .reasons import Reason
+from .reasons import SHED, Reason
 from .requests import Requests
 from .running import COMP, PROMPT, TOP, RunningSet
 from .step import Budget, Step
@@ -62,6 +62,8 @@ class Limits:
     swap_bytes_per_s: float = 0.0  # > 0: preemption swaps KV to host instead of recomputing
     block_bytes: float = 0.0
     prefix_caching: bool = False
+    max_queued_reqs: int | None = None  # vLLM's API server answers HTTP 503 beyond these
+    max_queued_tokens: int | None = None
 
 
 class Scheduler:
@@ -96,9 +98,26 @@ class Scheduler:
         if self._never[i]:
             rs.reject(i, self._never_fits(i, int(rs.cls[i])))
             return False
+        if (shed := self._shed(i)) is not None:
+            rs.reject(i, shed)
+            return False
         rs.wait(i)
         self.queue.push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), i))
         return True
+
+    def _shed(self, i: int) -> str | None:
+        """vLLM's API server refuses a request (HTTP 503) while `max_num_queued_reqs` requests
+        wait, or when the waiting requests' tokens and its own would pass `max_num_queued_tokens`."""
+        lim, rs = self.lim, self.rs
+        if lim.max_queued_reqs is not None and len(self.queue) >= lim.max_queued_reqs:
+            return f"{SHED}: {len(self.queue)} requests waiting (scheduler.max_num_queued_reqs = {lim.max_queued_reqs})"
+        if lim.max_queued_tokens is not None:
+            ids = np.array(self.queue.ids(), dtype=np.int64)
+            queued = int((rs.prompt[ids] + rs.generated[ids]).sum())
+            if queued + int(rs.prompt[i]) > lim.max_queued_tokens:
+                return (f"{SHED}: {queued} tokens waiting + {int(rs.prompt[i])} "
+                        f"(scheduler.max_num_queued_tokens = {lim.max_queued_tokens})")
+        return None
 
     def _never_fits(self, i: int, c: int) -> str:
         rs, pool, lim = self.rs, self.pool, self.lim

@@ -207,6 +207,8 @@ def _limits(sc: Scenario, mem, wl) -> Limits:
         threshold_adaptive=s.long_prefill_token_threshold_adaptive,
         async_scheduling=s.async_scheduling,
         prefix_caching=sc.kv.prefix_caching,
+        max_queued_reqs=s.max_num_queued_reqs,
+        max_queued_tokens=s.max_num_queued_tokens,
         chunked=s.chunked_prefill,
         token_reserve=m.p0_token_reserve if several else 0,
         reserve_lendable=m.reserve_mode == "lendable",

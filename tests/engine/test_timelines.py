@@ -490,3 +490,38 @@ def test_a_shared_block_is_charged_to_one_class_and_passes_on(simulate_case):
     assert (steps.loc[6.0, "kv_P2"], steps.loc[6.0, "kv_P0"]) == (0, 5)
     assert (res.steps["kv_P0"] + res.steps["kv_P2"] == res.steps["kv_used"]).all()
     assert row(res, "P0").cached_tokens == 8
+
+
+# --- vLLM's observability words and the queue limits of its API server -------------------------------
+
+
+def test_waiting_counts_per_reason_and_in_vllms_two_words(simulate_case):
+    """The HOL case under backfill, P1 capped at one running request: at t=1 A (P2) holds 7 of
+    the 10 blocks; B (P0, 5 blocks) waits kv_short and is skipped, C (P1) is admitted, D (P1)
+    waits class_cap. vLLM exports a class-cap skip as "deferred" (like its LoRA budget) and every
+    other wait as "capacity": 1 and 1. The fine counts add up to the per-class ones every step."""
+    case = {"P0": (0, [(0.5, 20, 1)]), "P1": (1, [(0.5, 4, 1), (0.5, 4, 1)]), "P2": (2, [(0.0, 24, 10)])}
+    res = simulate_case(case, policy="backfill", overrides={"classes.P1.caps.max_running": 1})
+    s = res.steps.set_index("t_s").loc[1.0]
+    assert (s.waiting_for_kv_short, s.waiting_for_class_cap) == (1, 1)
+    assert (s.waiting_by_reason_capacity, s.waiting_by_reason_deferred) == (1, 1)
+    w = res.steps
+    fine = w[[c for c in w.columns if c.startswith("waiting_for_")]].sum(axis=1)
+    assert (fine == w["waiting_by_reason_capacity"] + w["waiting_by_reason_deferred"]).all()
+    assert (fine == w["waiting_P0"] + w["waiting_P1"] + w["waiting_P2"]).all()
+
+
+def test_queue_limits_shed_requests_before_the_engine(simulate_case):
+    """max_num_queued_reqs = 1 (vLLM's API server answers HTTP 503 beyond it). A (P1, 24 tokens,
+    output 10) runs from t=0 and holds the KV (10 blocks); B (P0, 20 tokens) arrives at 0.5 and
+    waits; C (P1, 12 tokens) arrives at 0.6 while one request waits: shed, counted as rejected
+    with that reason in its class. With max_num_queued_tokens = 30 instead, A (24) and B (20) are
+    accepted — each found nobody waiting — and C shed: 20 waiting + 12 > 30."""
+    case = {"P0": (0, [(0.5, 20, 1)]), "P1": (1, [(0.0, 24, 10), (0.6, 12, 1)])}
+    for knob, value in (("max_num_queued_reqs", 1), ("max_num_queued_tokens", 30)):
+        res = simulate_case(case, policy="priority", overrides={f"scheduler.{knob}": value})
+        b, c = row(res, "P0"), row(res, "P1", 1)
+        assert b.status == "finished" and c.status == "rejected" and c.reason.startswith("HTTP 503")
+        assert knob in c.reason
+        shed = (res.summary["shed"], res.summary["classes"]["P1"]["shed"], res.summary["classes"]["P0"]["shed"])
+        assert shed == (1, 1, 0)
