@@ -68,40 +68,9 @@ def naive_loop(arrival, prompt, output, blocks: int, block_size: int, budget: in
         if not waiting and not running:
             tick = pending[0].tick
             continue
-        left, chunk, preempted = budget, {}, False
-        k = 0
-        while k < len(running) and left > 0:  # running requests first, in admission order
-            r = running[k]
-            if r.seq == r.end:  # its last token is in flight (async)
-                k += 1
-                continue
-            n = min(r.seq - r.computed, left)
-            grow = need(r.computed + n) - need(r.computed)
-            while grow > free:  # no blocks: preempt the most recently admitted (recompute)
-                v = running.pop()
-                given = chunk.pop(id(v), 0)
-                free += need(v.computed + given)
-                left += given
-                v.computed = 0
-                waiting.appendleft(v)
-                preempted = True
-                if v is r:
-                    break
-            if preempted and r not in running:
-                break
-            free -= grow
-            chunk[id(r)] = n
-            left -= n
-            k += 1
-        while waiting and not preempted and left > 0 and len(running) < max_seqs:  # then waiting, FCFS
-            r = waiting[0]
-            if need(r.seq) > free:  # the whole sequence must fit
-                break
-            n = min(r.seq - r.computed, left)
-            running.append(waiting.popleft())
-            free -= need(r.computed + n)
-            chunk[id(r)] = n
-            left -= n
+        left, chunk, preempted, free = _naive_running(running, waiting, free, budget, need)
+        if not preempted:
+            left, free = _naive_waiting(running, waiting, free, left, chunk, max_seqs, need)
         if in_flight:  # async: the last step's outputs, taken in after this call
             for r in in_flight:
                 if r in running:
@@ -129,6 +98,50 @@ def naive_loop(arrival, prompt, output, blocks: int, block_size: int, budget: in
             running.remove(r)
             free += need(r.computed)
     return steps, [r.finish for r in reqs]
+
+
+def _naive_running(running, waiting, free, budget, need):
+    """The running pass in admission order; no blocks: preempt the most recently admitted."""
+    left, chunk, preempted = budget, {}, False
+    k = 0
+    while k < len(running) and left > 0:
+        r = running[k]
+        if r.seq == r.end:  # its last token is in flight (async)
+            k += 1
+            continue
+        n = min(r.seq - r.computed, left)
+        grow = need(r.computed + n) - need(r.computed)
+        while grow > free:
+            v = running.pop()
+            given = chunk.pop(id(v), 0)
+            free += need(v.computed + given)
+            left += given
+            v.computed = 0
+            waiting.appendleft(v)
+            preempted = True
+            if v is r:
+                break
+        if preempted and r not in running:
+            break
+        free -= grow
+        chunk[id(r)] = n
+        left -= n
+        k += 1
+    return left, chunk, preempted, free
+
+
+def _naive_waiting(running, waiting, free, left, chunk, max_seqs, need):
+    """The waiting pass, FCFS: the whole sequence must fit; only the first chunk is allocated."""
+    while waiting and left > 0 and len(running) < max_seqs:
+        r = waiting[0]
+        if need(r.seq) > free:
+            break
+        n = min(r.seq - r.computed, left)
+        running.append(waiting.popleft())
+        free -= need(r.computed + n)
+        chunk[id(r)] = n
+        left -= n
+    return left, free
 
 
 def naive_vidur() -> dict:

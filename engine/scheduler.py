@@ -28,18 +28,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import mitigations
+from . import walk as walks
+from .arrival import ArrivalGate
 from .kv import KVPool
 from .policies import Policy
 from .prefix import PrefixCache
 from .queue import WaitingQueue
-from .reasons import SHED, Reason
+from .reasons import Reason
 from .requests import Requests
-from .running import COMP, PROMPT, TOP, RunningSet
+from .running import RunningSet
 from .step import Budget, Step
+from .walk import Walk
 
-PREFILTER_MIN_QUEUE = 32  # a skipping policy's queue longer than this is pre-filtered on KV
 _NONE = int(Reason.NONE)
-_NO_IDS, _NO_CODES = np.empty(0, np.int64), np.empty(0, np.int8)
 _NO_HIT = ((), (), 0, 0)
 
 
@@ -85,49 +87,19 @@ class Scheduler:
         self.cache = pool.cache = PrefixCache(pool, requests) if limits.prefix_caching else None
         self._lag = limits.async_scheduling and self.cache is not None  # async: hashing lags (`RunningSet.hashed`)
         self.running.track = self._lag
-        # Arrival check, once for all requests: can prompt + max_tokens ever fit this engine?
-        view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
-        budget = np.where(requests.is_top, limits.budget, limits.budget - limits.token_reserve)
-        self._never = (pool.blocks(requests.prompt + requests.output - 1) > view[requests.cls]) | (
-            (requests.prompt > budget) if not limits.chunked else False)
+        self.gate = ArrivalGate(requests, pool, limits)
 
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
-        """Accept an arrival into the waiting queue, or reject one that can never run."""
+        """Accept an arrival into the waiting queue, or reject one that can never run or that
+        vLLM's API server would shed."""
         rs = self.rs
-        if self._never[i]:
-            rs.reject(i, self._never_fits(i, int(rs.cls[i])))
-            return False
-        if (shed := self._shed(i)) is not None:
-            rs.reject(i, shed)
+        if (why := self.gate.refuse(i, self.queue)) is not None:
+            rs.reject(i, why)
             return False
         rs.wait(i)
         self.queue.push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), i))
         return True
-
-    def _shed(self, i: int) -> str | None:
-        """vLLM's API server refuses a request (HTTP 503) while `max_num_queued_reqs` requests
-        wait, or when the waiting requests' tokens and its own would pass `max_num_queued_tokens`."""
-        lim, rs = self.lim, self.rs
-        if lim.max_queued_reqs is not None and len(self.queue) >= lim.max_queued_reqs:
-            return f"{SHED}: {len(self.queue)} requests waiting (scheduler.max_num_queued_reqs = {lim.max_queued_reqs})"
-        if lim.max_queued_tokens is not None:
-            ids = np.array(self.queue.ids(), dtype=np.int64)
-            queued = int((rs.prompt[ids] + rs.generated[ids]).sum())
-            if queued + int(rs.prompt[i]) > lim.max_queued_tokens:
-                return (f"{SHED}: {queued} tokens waiting + {int(rs.prompt[i])} "
-                        f"(scheduler.max_num_queued_tokens = {lim.max_queued_tokens})")
-        return None
-
-    def _never_fits(self, i: int, c: int) -> str:
-        rs, pool, lim = self.rs, self.pool, self.lim
-        tokens = int(rs.prompt[i] + rs.output[i] - 1)
-        cap = pool.view_capacity(c)
-        if pool.blocks(tokens) > cap:
-            return (f"prompt + max_tokens = {tokens} tokens needs {pool.blocks(tokens)} KV blocks; "
-                    f"at most {cap} can ever be free for class {rs.class_names[c]}")
-        budget = lim.budget - (0 if rs.is_top[i] else lim.token_reserve)
-        return f"prompt {rs.prompt[i]} tokens exceeds the step budget {budget} with chunked prefill off"
 
     # -- one step ---------------------------------------------------------------------------
     def schedule(self, now: float, unchanged: Step | None = None) -> Step:
@@ -135,10 +107,10 @@ class Scheduler:
         exactly as they would in this call if it preempts nobody (their walk is skipped)."""
         lim = self.lim
         if lim.aging_s > 0 and self.policy.by_priority and self.queue:
-            self.queue.rekey(lambda i: self._aged_key(i, now))
-        if self.boosting():
-            self._boost_holders()
-        reserve = self._reserve_now()
+            self.queue.rekey(lambda i: mitigations.aged_key(self, i, now))
+        if mitigations.boosting(self):
+            mitigations.boost_holders(self)
+        reserve = mitigations.reserve_now(self)
         budget = Budget(reserve, lim.budget - reserve)
         step = self._step = Step(None)
         self._cap = self._chunk_cap()
@@ -176,38 +148,6 @@ class Scheduler:
         if not lim.threshold or n <= 1:
             return 0
         return max(lim.threshold, lim.budget // n) if lim.threshold_adaptive else lim.threshold
-
-    def _aged_key(self, i: int, now: float) -> tuple:
-        rs = self.rs
-        levels = int((now - rs.arrival[i]) // self.lim.aging_s)
-        return (max(self.lim.top_priority, int(rs.prio[i]) - levels), float(rs.arrival[i]))
-
-    def _reserve_now(self) -> int:
-        """Tokens held back for the top class this step (lendable: only while one needs them)."""
-        lim, rs, run = self.lim, self.rs, self.running
-        if not lim.token_reserve or not lim.reserve_lendable:
-            return lim.token_reserve
-        if any(rs.is_top[i] for i in self.queue.ids()):
-            return lim.token_reserve
-        prefilling_top = (run.row(TOP) == 1) & (run.row(COMP) < run.row(PROMPT))
-        return lim.token_reserve if bool(np.any(prefilling_top)) else 0
-
-    def boosting(self) -> bool:
-        """Inheritance is on and a waiting top-priority request cannot fit its sequence in KV."""
-        if not self.lim.inheritance:
-            return False
-        rs, pool = self.rs, self.pool
-        return any(rs.is_top[i] and pool.shortfall(int(rs.cls[i]), int(pool.blocks(rs.seq_len(i))))
-                   for i in self.queue.ids())
-
-    def _boost_holders(self) -> None:
-        """Priority inheritance: lower-priority KV holders move to the front of the running order."""
-        top, run = self.rs.is_top, self.running
-        held = run.held().tolist()
-        holders = [p for p, i in enumerate(run.ids) if not top[i] and held[p] > 0]
-        holders.sort(key=lambda p: -held[p])
-        rest = [p for p, i in enumerate(run.ids) if top[i] or held[p] == 0]
-        run.reorder(holders + rest)
 
     # -- the running pass ---------------------------------------------------------------------
     def _schedule_running(self, budget: Budget, now: float) -> Reason:
@@ -315,15 +255,15 @@ class Scheduler:
         reason (and, where KV was checked, the blocks it needs and could take)."""
         rs, step = self.rs, self._step
         order = self.queue.ids()
-        walk = _Walk(order, sum(rs.top_l[w] for w in order))
+        walk = Walk(order, sum(rs.top_l[w] for w in order))
         if self._running_caps:  # classes already at their running cap wait from the start
             walk.closed_at = {c: -1 for c in range(len(self.n_running_cls)) if self._at_running_cap(c)}
-        pre = self._prefilter(walk, budget)
+        pre = walks.prefilter(self, walk, budget)
         evicted_before = len(step.preempted)
         self._walk(walk, order, budget, now, pre)
         if pre is not None:
             walk.as_arrays()
-            self._label_skipped(walk, pre)
+            walks.label_skipped(self, walk, pre)
         step.waiting, step.reasons, step.need, step.room = walk.left_waiting()
         step.blocker = walk.blocker
         late = step.preempted[evicted_before:]  # evicted by the walk (preempt policy): waiting now
@@ -333,25 +273,7 @@ class Scheduler:
             step.need = np.concatenate([step.need, np.full(len(late), -1, np.int64)])
             step.room = np.concatenate([step.room, np.full(len(late), -1, np.int64)])
 
-    def _prefilter(self, walk: _Walk, budget: Budget):
-        """A skipping policy with a long queue and free seats and budget: mark, in one vectorised
-        check, who cannot fit in KV now (room only shrinks while it walks, so they stay out) and
-        walk only the others, until seats or budget run out (then every later position, as the
-        plain walk would). Returns (reasons, needs) or None."""
-        rs, pool, lim, n_w = self.rs, self.pool, self.lim, len(walk.order)
-        if (not self.shortcuts or self.policy.stops_at_misfit or not lim.chunked or n_w <= PREFILTER_MIN_QUEUE
-                or budget.shared <= 0 or len(self.running) >= lim.max_seqs
-                or self.cache is not None and (self.cache.any_prefix or self.cache.segs)):  # hits change needs
-            return None
-        ids = np.array(walk.order, dtype=np.int64)
-        need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
-        codes, _ = pool.shortfall_many(rs.cls[ids], need, watermark=bool(self.running))
-        walk.ids, walk.todo = ids, np.flatnonzero(codes == _NONE).tolist()
-        walk.walked = np.zeros(n_w, bool)
-        walk.start = (pool.used, pool.used_other, list(pool.used_cls), bool(self.running))
-        return codes, need
-
-    def _walk(self, walk: _Walk, order: list[int], budget: Budget, now: float, pre) -> None:
+    def _walk(self, walk: Walk, order: list[int], budget: Budget, now: float, pre) -> None:
         rs, lim, run, stops = self.rs, self.lim, self.running, self.policy.stops_at_misfit
         todo = walk.todo if pre is not None else range(len(order))
         k = 0
@@ -361,7 +283,7 @@ class Scheduler:
             walk.top_left -= top
             if pre is not None:
                 walk.walked[p] = True
-            if len(run) >= lim.max_seqs and not self._evict_for_seat(w, now, budget):
+            if len(run) >= lim.max_seqs and not mitigations.evict_for_seat(self, w, now, budget):
                 walk.stop(p, Reason.MAX_SEQS)
                 return
             if not top and walk.block_other:
@@ -418,28 +340,8 @@ class Scheduler:
         if not why:
             why = pool.shortfall(c, need, watermark=bool(self.running))
             if why in (Reason.KV_SHORT, Reason.RESERVE) and self.policy.preempts_for_waiting:
-                why = self._evict_for_blocks(w, c, need, now, budget)
+                why = mitigations.evict_for_blocks(self, w, c, need, now, budget)
         return why, min(n, avail), need, done, seq
-
-    def _label_skipped(self, walk: _Walk, pre) -> None:
-        """Reasons for the requests the pre-filter kept out of the walk, as the sequential walk
-        would have found them at their turn (the pool as it stood after the admissions before)."""
-        rs, pos = self.rs, np.arange(len(walk.ids))
-        q = np.flatnonzero(~walk.walked & (pos < min(walk.stop_at, walk.dense_from)))
-        if q.size:
-            admitted = (np.array(walk.adm_pos, dtype=np.int64), np.array(walk.adm_blocks, dtype=np.int64),
-                        np.array(walk.adm_cls, dtype=np.int64))
-            codes, room = self.pool.reasons_at_turn(rs.cls[walk.ids[q]], pre[1][q], q, walk.start, admitted)
-            walk.codes[q], walk.need[q], walk.room[q] = codes, pre[1][q], room
-        rest = np.zeros(len(walk.ids), bool)
-        rest[q] = True
-        cls = rs.cls[walk.ids]
-        for c, p in walk.closed_at.items():
-            m = rest & (cls == c) & (pos > p)
-            walk.codes[m], walk.need[m], walk.room[m] = Reason.CLASS_CAP, -1, -1
-        if walk.block_other:
-            m = rest & ~rs.is_top[walk.ids] & (pos > walk.block_from)
-            walk.codes[m], walk.need[m], walk.room[m] = walk.block_other, -1, -1
 
     def _at_running_cap(self, c: int) -> bool:
         if not self._running_caps:
@@ -476,38 +378,6 @@ class Scheduler:
             self.evicted[w] = False
             self.n_evicted -= 1
         return blocks + fresh
-
-    def _lower(self, w: int) -> list[int]:
-        prio = self.rs.prio
-        return [i for i in self.running.ids if prio[i] > prio[w]]
-
-    def _evict_for_seat(self, w: int, now: float, budget: Budget) -> bool:
-        """`preempt` policy: a full running set gives up its worst lower-priority request."""
-        if not self.policy.preempts_for_waiting:
-            return False
-        cands = self._lower(w)
-        if not cands:
-            return False
-        self._evict(self.policy.victim(cands, self.rs.prio, self.rs.arrival), now, budget)
-        return True
-
-    def _evict_for_blocks(self, w: int, c: int, need: int, now: float, budget: Budget) -> Reason:
-        """`preempt` policy: evict lower-priority running requests until w's sequence fits — only
-        if evicting all of them would make it fit."""
-        rs, pool, run = self.rs, self.pool, self.running
-        cands = self._lower(w)
-        if cands:
-            at = {i: p for p, i in enumerate(run.ids)}
-            freed = int(run.held()[[at[i] for i in cands]].sum())
-            if pool.shortfall(c, need, watermark=True, freed=freed) in (Reason.KV_SHORT, Reason.RESERVE):
-                cands = []  # even evicting every one of them would not make room
-        why = pool.shortfall(c, need, watermark=bool(run))
-        while why in (Reason.KV_SHORT, Reason.RESERVE) and cands:
-            v = self.policy.victim(cands, rs.prio, rs.arrival)
-            cands.remove(v)
-            self._evict(v, now, budget)
-            why = pool.shortfall(c, need, watermark=bool(run))
-        return why
 
     # -- after the step ---------------------------------------------------------------------
     def complete(self, step: Step, t_end: float) -> list[int]:
@@ -614,65 +484,3 @@ class Scheduler:
             keep = ~np.isin(step.waiting, queued)
             step.waiting, step.reasons = step.waiting[keep], step.reasons[keep]
             step.need, step.room = step.need[keep], step.room[keep]
-
-
-class _Walk:
-    """The waiting pass's bookkeeping: per queue position a reason (and KV detail), where the walk
-    stopped, and what a pre-filtered walk needs to label the positions it skipped. Plain lists
-    while walking (one position at a time); arrays for labelling skipped positions in bulk."""
-
-    def __init__(self, order: list[int], top_left: int):
-        n = len(order)
-        self.order, self.top_left = order, top_left
-        self.ids: np.ndarray | None = None
-        self.codes: list[int] | np.ndarray = [0] * n
-        self.need: list[int] | np.ndarray = [-1] * n
-        self.room: list[int] | np.ndarray = [-1] * n
-        self.stop_at, self.tail, self.dense_from = n, Reason.NONE, n
-        self.block_other, self.block_from, self.blocker = Reason.NONE, n, -1
-        self.closed_at: dict[int, int] = {}  # class → position where its running cap closed it
-        self.adm_pos: list[int] = []
-        self.adm_blocks: list[int] = []
-        self.adm_cls: list[int] = []
-        self.todo: list[int] = []
-        self.walked: np.ndarray | None = None
-        self.start = None
-
-    def stop(self, at: int, reason: Reason) -> None:
-        """Admission stops: everyone from `at` on waits for `reason`."""
-        self.stop_at, self.tail = at, reason
-
-    def block(self, p: int, reason: Reason) -> None:
-        """After position p, requests other than the top class wait for `reason` (the top class may go on)."""
-        if not self.block_other:
-            self.block_other, self.block_from = reason, p
-
-    def admitted(self, p: int, blocks: int, c: int) -> None:
-        self.adm_pos.append(p)
-        self.adm_blocks.append(blocks)
-        self.adm_cls.append(c)
-
-    def as_arrays(self) -> None:
-        self.codes = np.array(self.codes, dtype=np.int8)
-        self.need = np.array(self.need, dtype=np.int64)
-        self.room = np.array(self.room, dtype=np.int64)
-
-    def left_waiting(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(ids, reasons, need, room) of the requests left waiting, in queue order."""
-        n = len(self.order)
-        if isinstance(self.codes, list):
-            if self.stop_at < n:
-                self.codes[self.stop_at:] = [int(self.tail)] * (n - self.stop_at)
-            left = [p for p in range(n) if self.codes[p]]
-            if not left:
-                return _NO_IDS, _NO_CODES, _NO_IDS, _NO_IDS
-            if len(left) < n:
-                return (np.array([self.order[p] for p in left], dtype=np.int64),
-                        np.array([self.codes[p] for p in left], dtype=np.int8),
-                        np.array([self.need[p] for p in left], dtype=np.int64),
-                        np.array([self.room[p] for p in left], dtype=np.int64))
-            self.ids = np.array(self.order, dtype=np.int64)
-            self.as_arrays()
-        self.codes[self.stop_at:] = self.tail
-        keep = self.codes != _NONE
-        return self.ids[keep], self.codes[keep], self.need[keep], self.room[keep]
