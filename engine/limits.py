@@ -1,0 +1,271 @@
+"""How much work a scenario implies, estimated before it runs, and the caps that refuse too much.
+
+A valid scenario can still ask for hours of simulation or gigabytes of memory: a rate of
+100,000 req/s, a drain limit of 10^7 s at a 1 µs step, a prompt cap of 1 token that splits every
+prompt into thousands of pieces, a thousand classes (every step logs a row per class). The run
+itself cannot be interrupted cheaply, so the cost is estimated first, from the same inputs the
+run uses, and the scenario is refused with one message naming the key that drives it.
+
+The model (constants measured with `python -m engine.calibrate`, see the README):
+- requests R: expected synthetic arrivals + trace rows that replay + follow-up pieces of split
+  prompts (lengths sampled deterministically from each class's own distribution);
+- steps S per replica, from a fluid queue: the engine serves at most μ requests/s, limited by
+  the token budget (B / mean tokens per request) and by how many requests fit in KV and
+  `max_num_seqs` at once (N / steps per request); below saturation S is at most the steps of
+  every request run alone, and at most the arrival span over the shortest step; above it the
+  backlog grows at λ − μ during the arrivals and drains at μ (cut at `drain_limit_s`);
+- queue Q: the mean number of waiting requests per step (M/M/1 below saturation, the fluid
+  backlog above): waiting requests are what a step walks;
+- seconds ≈ a·R + b·S + c·S·C + d·S·Q (d larger for the skipping policies), and memory
+  ≈ base + per request + per step-log value + per waiting request-step.
+The estimate errs high (it is a cap, not a prediction): see the README for measured ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .cost import make_step_cost
+from .memory import breakdown
+from .scenario import Scenario, ScenarioError
+
+# Wall-time and memory constants: least-squares fits from `python -m engine.calibrate` on the
+# development machine (2 cores, 2026-11), times 1.25 for seconds so that the estimate errs high.
+SEC_PER_REQUEST = 57e-6
+SEC_PER_STEP = 8.5e-6
+SEC_PER_STEP_CLASS = 1.1e-6
+SEC_PER_QUEUE_STEP = {"fcfs": 55e-9, "priority": 55e-9, "preempt": 55e-9, "backfill": 140e-9}
+MIB_BASE = 130.0
+MIB_PER_REQUEST = 1.0e-3
+MIB_PER_STEP_VALUE = 48e-6  # 8 bytes per value of the step log, about 5 copies while frames are built
+MIB_PER_QUEUE_STEP = 0.4e-6
+SAMPLES = 2048  # lengths drawn per class for the means (deterministic seed)
+
+
+class WorkLimitError(ScenarioError):
+    """A valid scenario whose estimated work is over a cap (the message names the key)."""
+
+
+@dataclass(frozen=True)
+class WorkLimits:
+    """Caps on a scenario's estimated work; `None` means no cap on that quantity."""
+
+    requests: float | None
+    classes: int | None
+    seconds: float | None
+    memory_mib: float | None
+
+    def describe(self) -> str:
+        """'an estimated 60 s of simulation, 3,072 MiB, 5,000,000 requests, 256 classes' (caps set)."""
+        parts = [f"an estimated {self.seconds:g} s of simulation" if self.seconds is not None else "",
+                 f"{self.memory_mib:,.0f} MiB" if self.memory_mib is not None else "",
+                 f"{self.requests:,.0f} requests" if self.requests is not None else "",
+                 f"{self.classes} classes" if self.classes is not None else ""]
+        return ", ".join(p for p in parts if p) or "no cap"
+
+
+INTERACTIVE = WorkLimits(requests=50_000, classes=16, seconds=5.0, memory_mib=1024)
+"""The app: one run stays within seconds and a fraction of the server's memory."""
+BATCH = WorkLimits(requests=5_000_000, classes=256, seconds=60.0, memory_mib=3072)
+"""The CLI's default: generous (about 15× the 100k-request benchmark); `--no-work-limit` lifts it."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """The estimate; `key_*` name the scenario key that contributes most to each quantity."""
+
+    requests: float
+    classes: int
+    steps: float
+    queue: float
+    seconds: float
+    memory_mib: float
+    key_requests: str = "duration_s"
+    key_steps: str = "duration_s"
+    parts: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class _Mix:
+    """One replica's share of the traffic: request counts and token sums."""
+
+    n: float = 0.0
+    prompt: float = 0.0  # Σ n·mean prompt
+    prompt_sq: float = 0.0  # Σ n·mean prompt² (attention work of prefill grows with its square)
+    output: float = 0.0  # Σ n·mean output
+    serial: float = 0.0  # Σ steps each request would take alone
+
+
+def estimate_work(sc: Scenario) -> Work:
+    """The work `simulate(sc)` implies (ScenarioError if the scenario cannot even be sized,
+    e.g. a trace that cannot be read or a model that leaves no KV memory)."""
+    from .workload import _from_trace, lengths, rng_for
+
+    mem = breakdown(sc)
+    cost = make_step_cost(sc.cost, mem)
+    s = sc.scheduler
+    chunk = s.long_prefill_token_threshold or s.max_num_batched_tokens
+    chunk = min(chunk, s.max_num_batched_tokens)
+    names = sc.class_names
+    per_class: dict[str, tuple[float, float, float, float, str]] = {}  # name → (n, Σprompt, Σoutput, Σprompt², key)
+
+    def add(name: str, n: float, prompt: np.ndarray, output: np.ndarray, key: str) -> None:
+        caps = sc.request_class(name).caps
+        pieces = np.ones(len(prompt))
+        if caps.max_prompt_tokens is not None:
+            over = prompt > caps.max_prompt_tokens
+            if caps.over_cap == "reject":
+                n *= 1.0 - float(over.mean()) if len(prompt) else 1.0
+                prompt, output = prompt[~over], output[~over]
+                pieces = np.ones(len(prompt))
+            else:
+                pieces = np.ceil(prompt / caps.max_prompt_tokens)
+                if pieces.mean() > 1.5:
+                    key = f"classes.{name}.caps.max_prompt_tokens"
+        if not len(prompt) or n <= 0:
+            return
+        k = float(pieces.mean())
+        old = per_class.get(name, (0.0, 0.0, 0.0, 0.0, key))
+        per_class[name] = (old[0] + n * k, old[1] + n * float(prompt.mean()), old[2] + n * float(output.mean()),
+                           old[3] + n * float((prompt * prompt).mean()), key if n * k >= old[0] else old[4])
+
+    for name in names:
+        if name not in sc.classes:
+            continue
+        spec = sc.classes[name]
+        n = _expected_arrivals(sc, spec.arrival)
+        if n <= 0:
+            continue
+        prompt = lengths(spec.prompt, SAMPLES, rng_for(0, "estimate-prompt", name)).astype(float)
+        output = lengths(spec.output, SAMPLES, rng_for(0, "estimate-output", name)).astype(float)
+        key = f"classes.{name}.arrival.{'times' if spec.arrival.process == 'times' else 'rate'}"
+        add(name, n, prompt, output, key)
+    if sc.trace is not None:
+        _, prompt, output, cls = _from_trace(sc, names)
+        for ci in np.unique(cls).tolist():
+            rows = cls == ci
+            add(names[ci], float(rows.sum()), prompt[rows].astype(float), output[rows].astype(float),
+                "trace.limit")
+
+    requests = sum(v[0] for v in per_class.values())
+    key_requests = max(per_class.items(), key=lambda kv: kv[1][0])[1][4] if per_class else "duration_s"
+    mixes = _replica_mixes(sc, per_class, chunk)
+    steps = queue_steps = 0.0
+    for mix in mixes:
+        st, qs = _replica_steps(sc, mix, mem.blocks * mem.block_size, chunk, cost)
+        steps += st
+        queue_steps += qs
+    n_cls = len(names)
+    values_per_step = 11 + 3 * n_cls
+    policy = s.policy
+    seconds = (SEC_PER_REQUEST * requests + SEC_PER_STEP * steps + SEC_PER_STEP_CLASS * steps * n_cls
+               + SEC_PER_QUEUE_STEP[policy] * queue_steps)
+    memory = (MIB_BASE + MIB_PER_REQUEST * requests + MIB_PER_STEP_VALUE * steps * values_per_step
+              + MIB_PER_QUEUE_STEP * queue_steps)
+    min_dt = cost(1, 1.0, 1)
+    hard = sc.replicas.count * (sc.duration_s + sc.drain_limit_s) / min_dt
+    key_steps = "drain_limit_s" if steps >= 0.99 * hard else key_requests
+    return Work(requests=requests, classes=n_cls, steps=steps, queue=queue_steps / steps if steps else 0.0,
+                seconds=seconds, memory_mib=memory, key_requests=key_requests, key_steps=key_steps,
+                parts={"queue_steps": queue_steps, "min_step_s": min_dt})
+
+
+def check_work(sc: Scenario, limits: WorkLimits, work: Work | None = None) -> Work:
+    """The estimate, or ScenarioError naming the key when it is over a limit."""
+    w = work or estimate_work(sc)
+    how = "; lower it or the duration_s"
+    if limits.classes is not None and w.classes > limits.classes:
+        raise WorkLimitError(f"classes: {w.classes} classes is more than the {limits.classes} allowed here")
+    if limits.requests is not None and w.requests > limits.requests:
+        raise WorkLimitError(f"{w.key_requests}: the scenario implies about {_n(w.requests)} requests, more than "
+                            f"the {_n(limits.requests)} allowed here{how}")
+    if limits.seconds is not None and w.seconds > limits.seconds:
+        raise WorkLimitError(f"{w.key_steps}: the scenario implies about {_n(w.steps)} engine steps with about "
+                            f"{_n(w.queue)} requests waiting per step, an estimated {w.seconds:,.0f} s of simulation "
+                            f"(limit {limits.seconds:g} s){how}")
+    if limits.memory_mib is not None and w.memory_mib > limits.memory_mib:
+        key = "classes" if w.classes > 16 else w.key_steps
+        raise WorkLimitError(f"{key}: the run would need an estimated {w.memory_mib:,.0f} MiB of memory "
+                            f"({_n(w.steps)} steps × {w.classes} classes, {_n(w.requests)} requests; "
+                            f"limit {limits.memory_mib:,.0f} MiB){how}")
+    return w
+
+
+def _n(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:,.1f}M"
+    return f"{x:,.0f}"
+
+
+def _expected_arrivals(sc: Scenario, a) -> float:
+    if a.process == "times":
+        return float(sum(t < sc.duration_s for t in a.times or ()))
+    span = max(sc.duration_s - a.start_s, 0.0)
+    share = a.on_s / (a.on_s + a.off_s) if a.process == "on_off" else 1.0
+    return a.rate * span * share
+
+
+def _replica_mixes(sc: Scenario, per_class: dict, chunk: int) -> list[_Mix]:
+    """Each replica's share: `shared` splits everything evenly, `pinned` each class over its pins."""
+    count = sc.replicas.count
+    mixes = [_Mix() for _ in range(count)]
+    pin = sc.replicas.pin or {}
+    for name, (n, psum, osum, sqsum, _) in per_class.items():
+        where = sorted(set(pin[name])) if sc.replicas.routing == "pinned" and name in pin else list(range(count))
+        share = 1.0 / len(where)
+        p_mean, o_mean = psum / n, osum / n
+        for r in where:
+            m = mixes[r]
+            m.n += n * share
+            m.prompt += n * share * p_mean
+            m.prompt_sq += share * sqsum
+            m.output += n * share * o_mean
+            m.serial += n * share * (math.ceil(p_mean / chunk) + o_mean)
+    return mixes
+
+
+def _replica_steps(sc: Scenario, m: _Mix, kv_tokens: int, chunk: int, cost) -> tuple[float, float]:
+    """(steps, Σ waiting requests over steps) of one replica, from the fluid model above."""
+    if m.n <= 0:
+        return 0.0, 0.0
+    s = sc.scheduler
+    d, drain = sc.duration_s, sc.drain_limit_s
+    p_mean, o_mean = m.prompt / m.n, m.output / m.n
+    tokens = max(p_mean + o_mean, 1.0)
+    running = max(1.0, min(float(s.max_num_seqs), kv_tokens / tokens))
+    per_step = min(s.max_num_batched_tokens / tokens, running / (o_mean + p_mean / chunk))  # requests/step
+    step_tokens = min(float(s.max_num_batched_tokens), per_step * tokens)
+    context = running * (p_mean + o_mean / 2)
+    dt_sat = cost(int(step_tokens), context + step_tokens * p_mean / 2, int(context))
+    dt_min = cost(1, 1.0, 1)
+    mu = per_step / dt_sat  # requests per second at saturation
+    lam = m.n / d
+    hard = (d + drain) / dt_min
+    if lam < mu:
+        rho = lam / mu
+        # Below saturation the engine alternates compute-bound prefill steps and memory-bound
+        # decode steps. Prefill takes a share of each second (its FLOPs); decode steps fill the
+        # rest at the step time of the running set (Little's law for its size, a fixed point).
+        prefill_share = 0.0
+        if cost.fixed_s is None:
+            flops = lam * (m.prompt * cost.flops_per_token + m.prompt_sq / 2 * cost.attn_flops_per_unit) / m.n
+            prefill_share = min(0.9, flops / cost.flops_rate)
+        dt = dt_min
+        for _ in range(30):
+            run = min(running, lam * o_mean * dt / (1 - prefill_share))
+            ctx = run * (p_mean + o_mean / 2)
+            dt = cost(max(int(run), 1), ctx + 1.0, int(ctx))
+        prefill_steps = lam * d * p_mean / s.max_num_batched_tokens
+        busy = d * (1 - prefill_share) / dt + prefill_steps
+        steps = min(m.serial, busy + m.serial / m.n, hard)  # busy at most while arrivals last
+        queue = min(m.n, rho * rho / (1 - rho))
+        return steps, steps * queue
+    peak = (lam - mu) * d
+    drain_s = min(peak / mu, drain)
+    end = max(0.0, peak - mu * drain)
+    steps = min((d + drain_s) / dt_sat, hard)
+    queue_steps = (d / dt_sat) * peak / 2 + (drain_s / dt_sat) * (peak + end) / 2
+    return steps, queue_steps
