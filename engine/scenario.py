@@ -424,13 +424,13 @@ def file_references(data: dict[str, Any]) -> list[tuple[str, str]]:
     """(dotted key, path) of every file the scenario mapping names (trace, empirical lengths)."""
     refs = []
     trace = data.get("trace")
-    if isinstance(trace, dict) and "path" in trace:
+    if isinstance(trace, dict) and trace.get("path") is not None:
         refs.append(("trace.path", trace["path"]))
     classes = data.get("classes")
     for name, cls in (classes.items() if isinstance(classes, dict) else ()):
         for part in ("prompt", "output"):
             spec = cls.get(part) if isinstance(cls, dict) else None
-            if isinstance(spec, dict) and "path" in spec:
+            if isinstance(spec, dict) and spec.get("path") is not None:
                 refs.append((f"classes.{clip(name, 40)}.{part}.path", spec["path"]))
     return refs
 
