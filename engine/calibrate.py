@@ -2,8 +2,10 @@
 
 Runs a grid of scenarios (light, saturated, overloaded under each policy, many classes, tiny
 fixed steps, split prompts, replicas, a trace), each in a fresh process, and prints per scenario
-the estimate next to the measurement (steps, mean waiting requests, wall seconds, peak MiB),
-then the least-squares constants for the wall-time and memory formulas. Re-run it after changing
+the estimate next to the measurement (steps, mean waiting requests, seconds, peak MiB), then the
+least-squares constants for the time and memory formulas. Time is the child's CPU time (on a
+shared machine other processes inflate wall time; a run is single-threaded, so on an idle
+machine the two agree). Re-run it after changing
 the engine and copy the constants into `engine/limits.py` if they moved.
 """
 
@@ -22,12 +24,13 @@ _CHILD = """
 import json, resource, sys, time
 from engine import from_dict, simulate
 sc = from_dict(json.loads(sys.argv[1]))
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 res = simulate(sc)
-wall = time.perf_counter() - t0
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 st = res.steps
 waiting = st[[c for c in st.columns if c.startswith("waiting_")]].to_numpy().sum()
-print(json.dumps({"wall_s": wall, "steps": len(st), "requests": len(res.requests), "queue_steps": float(waiting),
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "steps": len(st), "requests": len(res.requests), "queue_steps": float(waiting),
+                  "prefill_steps": int((st["prefill_tokens"] > 0).sum()),
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -61,6 +64,8 @@ def grid(tmp: Path) -> list[tuple[str, str, dict]]:
         ("120 classes", "default", {"classes": _classes(120, 3.5)}),
         ("200 classes, 600 s", "default", {"classes": _classes(200, 3.5), "duration_s": 600}),
         ("fixed 1 ms steps", "default", {"cost.model": "fixed", "cost.step_time_s": 0.001}),
+        ("chunk threshold 1", "default", {"scheduler.long_prefill_token_threshold": 1}),
+        ("chunk threshold 64", "classic-inversion", {"scheduler.long_prefill_token_threshold": 64}),
         ("light, long outputs", "default", {
             "duration_s": 1800, "classes": {"A": {"arrival": {"rate": 0.02}, "output": {"value": 3000}}}}),
         ("split caps", "default", {"classes.P2.caps.max_prompt_tokens": 256, "classes.P2.caps.over_cap": "split",
@@ -108,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             m = measure(sc)
             rows.append((label, sc, w, m))
             print(f"{label:<26} req {w.requests:>8,.0f}/{m['requests']:<8,} steps {w.steps:>9,.0f}/{m['steps']:<9,} "
+                  f"prefill {w.parts['prefill_steps']:>8,.0f}/{m['prefill_steps']:<8,} "
                   f"queue {w.queue:>7,.0f}/{m['queue_steps'] / max(m['steps'], 1):<7,.0f} "
-                  f"wall {w.seconds:>6.2f}/{m['wall_s']:<6.2f} MiB {w.memory_mib:>6.0f}/{m['peak_mib']:<6.0f}",
+                  f"cpu s {w.seconds:>6.2f}/{m['cpu_s']:<6.2f} (wall {m['wall_s']:.2f}) MiB {w.memory_mib:>6.0f}/{m['peak_mib']:<6.0f}",
                   flush=True)
     _fit(rows)
     return 0
@@ -137,14 +143,15 @@ def _fit(rows) -> None:
     for _, sc, w, m in rows:
         qs = w.parts["queue_steps"]
         skip = sc.scheduler.policy == "backfill"
-        a.append([w.requests, w.steps, w.steps * w.classes, 0 if skip else qs, qs if skip else 0])
-        b.append(m["wall_s"])
+        ps = w.parts["prefill_steps"]
+        a.append([w.requests, w.steps - ps, ps, w.steps * w.classes, 0 if skip else qs, qs if skip else 0])
+        b.append(m["cpu_s"])
         am.append([1.0, w.requests, w.steps * (11 + 3 * w.classes), qs])
         bm.append(m["peak_mib"])
     a, b, am, bm = map(np.array, (a, b, am, bm))
     x = nnls(a / b[:, None], np.ones(len(b)))
-    print("fit, seconds: per request %.3g, per step %.3g, per step×class %.3g, per queue-step %.3g "
-          "(backfill %.3g)" % tuple(x))
+    print("fit, seconds: per request %.3g, per decode step %.3g, per prefill step %.3g, per step×class %.3g, "
+          "per queue-step %.3g (backfill %.3g)" % tuple(x))
     y = nnls(am / bm[:, None], np.ones(len(bm)))
     print("fit, MiB: base %.3g, per request %.3g, per step-log value %.3g, per queue-step %.3g" % tuple(y))
 

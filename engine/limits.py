@@ -10,20 +10,24 @@ The model (constants measured with `python -m engine.calibrate`, see the README)
 - requests R: expected synthetic arrivals + trace rows that replay + follow-up pieces of split
   prompts (lengths sampled deterministically from each class's own distribution);
 - steps S per replica, from a fluid queue: the engine serves at most μ requests/s, limited by
-  the token budget (B / mean tokens per request) and by how many requests fit in KV and
-  `max_num_seqs` at once (N / steps per request); below saturation S is at most the steps of
-  every request run alone, and at most the arrival span over the shortest step; above it the
-  backlog grows at λ − μ during the arrivals and drains at μ (cut at `drain_limit_s`);
+  the token budget (B / mean tokens per request) and by how many requests run at once — KV over
+  the KV a running request holds, each request weighted by how long it holds it (a few long
+  documents fill the cache most of the time), and `max_num_seqs` — over the steps a request
+  takes alone (prefill chunks + output tokens). Below saturation S is at most the steps of every
+  request run alone, and at most the busy time while arrivals last (prefill steps take their
+  FLOPs' share, decode steps fill the rest at the step time of the running set) plus the
+  longest requests' drain; above it the backlog grows at λ − μ during the arrivals and drains
+  at μ, cut at `drain_limit_s`;
 - queue Q: the mean number of waiting requests per step (M/M/1 below saturation, the fluid
   backlog above): waiting requests are what a step walks;
-- seconds ≈ a·R + b·S + c·S·C + d·S·Q (d larger for the skipping policies), and memory
-  ≈ base + per request + per step-log value + per waiting request-step.
+- seconds ≈ base + a·R + b·(decode-only steps) + b'·(steps with prefill) + c·S·classes + d·S·Q
+  (d larger for `backfill`, which walks the whole queue), and memory ≈ base + per request + per
+  step-log value (11 + 3 per class per step) + per waiting request-step.
 The estimate errs high (it is a cap, not a prediction): see the README for measured ratios.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,16 +36,19 @@ from .cost import make_step_cost
 from .memory import breakdown
 from .scenario import Scenario, ScenarioError
 
-# Wall-time and memory constants: least-squares fits from `python -m engine.calibrate` on the
-# development machine (2 cores, 2026-11), times 1.25 for seconds so that the estimate errs high.
-SEC_PER_REQUEST = 57e-6
-SEC_PER_STEP = 8.5e-6
-SEC_PER_STEP_CLASS = 1.1e-6
-SEC_PER_QUEUE_STEP = {"fcfs": 55e-9, "priority": 55e-9, "preempt": 55e-9, "backfill": 140e-9}
+# Time and memory constants: least-squares fits from `python -m engine.calibrate` on the
+# development machine (2 cores, 2026-11-30; CPU time of each run), times 1.3 for time and 1.25
+# for memory so that the estimate errs high.
+SEC_BASE = 0.05  # building frames and the summary of even a tiny run
+SEC_PER_REQUEST = 10e-6
+SEC_PER_STEP = 4.5e-6  # a decode-only step: O(1) bookkeeping
+SEC_PER_PREFILL_STEP = 48e-6  # a step with prefill chunks: vectorised work over the running rows
+SEC_PER_STEP_CLASS = 0.6e-6
+SEC_PER_QUEUE_STEP = {"fcfs": 34e-9, "priority": 34e-9, "preempt": 34e-9, "backfill": 95e-9}
 MIB_BASE = 130.0
-MIB_PER_REQUEST = 1.0e-3
+MIB_PER_REQUEST = 0.9e-3
 MIB_PER_STEP_VALUE = 48e-6  # 8 bytes per value of the step log, about 5 copies while frames are built
-MIB_PER_QUEUE_STEP = 0.4e-6
+MIB_PER_QUEUE_STEP = 0.3e-6
 SAMPLES = 2048  # lengths drawn per class for the means (deterministic seed)
 
 
@@ -89,14 +96,22 @@ class Work:
 
 
 @dataclass
-class _Mix:
-    """One replica's share of the traffic: request counts and token sums."""
+class _Load:
+    """Traffic as additive sums over requests (one class, or one replica's share of several)."""
 
     n: float = 0.0
-    prompt: float = 0.0  # Σ n·mean prompt
-    prompt_sq: float = 0.0  # Σ n·mean prompt² (attention work of prefill grows with its square)
-    output: float = 0.0  # Σ n·mean output
-    serial: float = 0.0  # Σ steps each request would take alone
+    prompt: float = 0.0  # Σ prompt tokens
+    prompt_sq: float = 0.0  # Σ prompt² (attention work of prefill grows with its square)
+    output: float = 0.0  # Σ output tokens
+    own: float = 0.0  # Σ steps each request takes alone: ceil(prompt / chunk) + output
+    prefill_own: float = 0.0  # Σ ceil(prompt / chunk): steps with a prefill chunk, if none overlap
+    kv_own: float = 0.0  # Σ (prompt + output) × own: KV a request holds, weighted by how long it holds it
+    tail: float = 0.0  # the 99th percentile of `own` (not a sum: the longest requests drain last)
+
+    def add(self, other: _Load, share: float = 1.0) -> None:
+        for f in ("n", "prompt", "prompt_sq", "output", "own", "prefill_own", "kv_own"):
+            setattr(self, f, getattr(self, f) + share * getattr(other, f))
+        self.tail = max(self.tail, other.tail)
 
 
 def estimate_work(sc: Scenario) -> Work:
@@ -107,10 +122,10 @@ def estimate_work(sc: Scenario) -> Work:
     mem = breakdown(sc)
     cost = make_step_cost(sc.cost, mem)
     s = sc.scheduler
-    chunk = s.long_prefill_token_threshold or s.max_num_batched_tokens
-    chunk = min(chunk, s.max_num_batched_tokens)
+    chunk = min(s.long_prefill_token_threshold or s.max_num_batched_tokens, s.max_num_batched_tokens)
     names = sc.class_names
-    per_class: dict[str, tuple[float, float, float, float, str]] = {}  # name → (n, Σprompt, Σoutput, Σprompt², key)
+    loads: dict[str, _Load] = {}
+    keys: dict[str, str] = {}
 
     def add(name: str, n: float, prompt: np.ndarray, output: np.ndarray, key: str) -> None:
         caps = sc.request_class(name).caps
@@ -119,18 +134,24 @@ def estimate_work(sc: Scenario) -> Work:
             over = prompt > caps.max_prompt_tokens
             if caps.over_cap == "reject":
                 n *= 1.0 - float(over.mean()) if len(prompt) else 1.0
-                prompt, output = prompt[~over], output[~over]
-                pieces = np.ones(len(prompt))
-            else:
+                prompt, output, pieces = prompt[~over], output[~over], pieces[~over]
+            else:  # pieces run one after another: count each as a request of its own
                 pieces = np.ceil(prompt / caps.max_prompt_tokens)
+                prompt, output = prompt / pieces, np.ceil(output / pieces)
                 if pieces.mean() > 1.5:
                     key = f"classes.{name}.caps.max_prompt_tokens"
         if not len(prompt) or n <= 0:
             return
-        k = float(pieces.mean())
-        old = per_class.get(name, (0.0, 0.0, 0.0, 0.0, key))
-        per_class[name] = (old[0] + n * k, old[1] + n * float(prompt.mean()), old[2] + n * float(output.mean()),
-                           old[3] + n * float((prompt * prompt).mean()), key if n * k >= old[0] else old[4])
+        w = pieces / len(prompt)  # per-sample weight: pieces per sampled request
+        prefill = np.ceil(prompt / chunk)
+        own = prefill + output
+        load = _Load(n=n * pieces.mean(), prompt=n * float(w @ prompt), prompt_sq=n * float(w @ (prompt * prompt)),
+                     output=n * float(w @ output), own=n * float(w @ own), prefill_own=n * float(w @ prefill),
+                     kv_own=n * float(w @ ((prompt + output) * own)), tail=float(np.percentile(own, 99)))
+        loads.setdefault(name, _Load()).add(load)
+        if load.n >= max((v.n for k, v in loads.items() if k != name), default=0.0):
+            keys[name] = key
+        keys.setdefault(name, key)
 
     for name in names:
         if name not in sc.classes:
@@ -141,36 +162,36 @@ def estimate_work(sc: Scenario) -> Work:
             continue
         prompt = lengths(spec.prompt, SAMPLES, rng_for(0, "estimate-prompt", name)).astype(float)
         output = lengths(spec.output, SAMPLES, rng_for(0, "estimate-output", name)).astype(float)
-        key = f"classes.{name}.arrival.{'times' if spec.arrival.process == 'times' else 'rate'}"
-        add(name, n, prompt, output, key)
+        add(name, n, prompt, output, f"classes.{name}.arrival.{'times' if spec.arrival.process == 'times' else 'rate'}")
     if sc.trace is not None:
         _, prompt, output, cls = _from_trace(sc, names)
         for ci in np.unique(cls).tolist():
             rows = cls == ci
-            add(names[ci], float(rows.sum()), prompt[rows].astype(float), output[rows].astype(float),
-                "trace.limit")
+            add(names[ci], float(rows.sum()), prompt[rows].astype(float), output[rows].astype(float), "trace.limit")
 
-    requests = sum(v[0] for v in per_class.values())
-    key_requests = max(per_class.items(), key=lambda kv: kv[1][0])[1][4] if per_class else "duration_s"
-    mixes = _replica_mixes(sc, per_class, chunk)
-    steps = queue_steps = 0.0
-    for mix in mixes:
+    requests = sum(v.n for v in loads.values())
+    key_requests = keys[max(loads, key=lambda k: loads[k].n)] if loads else "duration_s"
+    steps = queue_steps = prefill_steps = 0.0
+    for mix in _replica_loads(sc, loads):
         st, qs = _replica_steps(sc, mix, mem.blocks * mem.block_size, chunk, cost)
         steps += st
         queue_steps += qs
+        prefill_steps += min(st, mix.prefill_own)
     n_cls = len(names)
     values_per_step = 11 + 3 * n_cls
-    policy = s.policy
-    seconds = (SEC_PER_REQUEST * requests + SEC_PER_STEP * steps + SEC_PER_STEP_CLASS * steps * n_cls
-               + SEC_PER_QUEUE_STEP[policy] * queue_steps)
+    seconds = (SEC_BASE + SEC_PER_REQUEST * requests + SEC_PER_STEP * (steps - prefill_steps)
+               + SEC_PER_PREFILL_STEP * prefill_steps + SEC_PER_STEP_CLASS * steps * n_cls
+               + SEC_PER_QUEUE_STEP[s.policy] * queue_steps)
     memory = (MIB_BASE + MIB_PER_REQUEST * requests + MIB_PER_STEP_VALUE * steps * values_per_step
               + MIB_PER_QUEUE_STEP * queue_steps)
     min_dt = cost(1, 1.0, 1)
     hard = sc.replicas.count * (sc.duration_s + sc.drain_limit_s) / min_dt
     key_steps = "drain_limit_s" if steps >= 0.99 * hard else key_requests
+    if steps > 3 * sum(v.n for v in loads.values()) and chunk < s.max_num_batched_tokens and key_steps != "drain_limit_s":
+        key_steps = "scheduler.long_prefill_token_threshold"
     return Work(requests=requests, classes=n_cls, steps=steps, queue=queue_steps / steps if steps else 0.0,
                 seconds=seconds, memory_mib=memory, key_requests=key_requests, key_steps=key_steps,
-                parts={"queue_steps": queue_steps, "min_step_s": min_dt})
+                parts={"queue_steps": queue_steps, "prefill_steps": prefill_steps, "min_step_s": min_dt})
 
 
 def check_work(sc: Scenario, limits: WorkLimits, work: Work | None = None) -> Work:
@@ -208,38 +229,34 @@ def _expected_arrivals(sc: Scenario, a) -> float:
     return a.rate * span * share
 
 
-def _replica_mixes(sc: Scenario, per_class: dict, chunk: int) -> list[_Mix]:
+def _replica_loads(sc: Scenario, loads: dict[str, _Load]) -> list[_Load]:
     """Each replica's share: `shared` splits everything evenly, `pinned` each class over its pins."""
     count = sc.replicas.count
-    mixes = [_Mix() for _ in range(count)]
+    mixes = [_Load() for _ in range(count)]
     pin = sc.replicas.pin or {}
-    for name, (n, psum, osum, sqsum, _) in per_class.items():
+    for name, load in loads.items():
         where = sorted(set(pin[name])) if sc.replicas.routing == "pinned" and name in pin else list(range(count))
-        share = 1.0 / len(where)
-        p_mean, o_mean = psum / n, osum / n
         for r in where:
-            m = mixes[r]
-            m.n += n * share
-            m.prompt += n * share * p_mean
-            m.prompt_sq += share * sqsum
-            m.output += n * share * o_mean
-            m.serial += n * share * (math.ceil(p_mean / chunk) + o_mean)
+            mixes[r].add(load, 1.0 / len(where))
     return mixes
 
 
-def _replica_steps(sc: Scenario, m: _Mix, kv_tokens: int, chunk: int, cost) -> tuple[float, float]:
+def _replica_steps(sc: Scenario, m: _Load, kv_tokens: int, chunk: int, cost) -> tuple[float, float]:
     """(steps, Σ waiting requests over steps) of one replica, from the fluid model above."""
     if m.n <= 0:
         return 0.0, 0.0
     s = sc.scheduler
     d, drain = sc.duration_s, sc.drain_limit_s
-    p_mean, o_mean = m.prompt / m.n, m.output / m.n
+    p_mean, o_mean, own_mean = m.prompt / m.n, m.output / m.n, m.own / m.n
     tokens = max(p_mean + o_mean, 1.0)
-    running = max(1.0, min(float(s.max_num_seqs), kv_tokens / tokens))
-    per_step = min(s.max_num_batched_tokens / tokens, running / (o_mean + p_mean / chunk))  # requests/step
+    # how many run at once: KV over the KV a running request holds, weighting each request by how
+    # long it holds it (a few long documents fill the cache most of the time)
+    held = max(m.kv_own / m.own, 1.0)
+    running = max(1.0, min(float(s.max_num_seqs), kv_tokens / held))
+    per_step = min(s.max_num_batched_tokens / tokens, running / own_mean)  # requests finished per step
     step_tokens = min(float(s.max_num_batched_tokens), per_step * tokens)
     context = running * (p_mean + o_mean / 2)
-    dt_sat = cost(int(step_tokens), context + step_tokens * p_mean / 2, int(context))
+    dt_sat = cost(max(int(step_tokens), 1), context + step_tokens * p_mean / 2, int(context))
     dt_min = cost(1, 1.0, 1)
     mu = per_step / dt_sat  # requests per second at saturation
     lam = m.n / d
@@ -258,9 +275,9 @@ def _replica_steps(sc: Scenario, m: _Mix, kv_tokens: int, chunk: int, cost) -> t
             run = min(running, lam * o_mean * dt / (1 - prefill_share))
             ctx = run * (p_mean + o_mean / 2)
             dt = cost(max(int(run), 1), ctx + 1.0, int(ctx))
-        prefill_steps = lam * d * p_mean / s.max_num_batched_tokens
+        prefill_steps = m.prompt / min(float(s.max_num_batched_tokens), chunk * running)
         busy = d * (1 - prefill_share) / dt + prefill_steps
-        steps = min(m.serial, busy + m.serial / m.n, hard)  # busy at most while arrivals last
+        steps = min(m.own, busy + m.tail, hard)  # busy while arrivals last, then the longest drain
         queue = min(m.n, rho * rho / (1 - rho))
         return steps, steps * queue
     peak = (lam - mu) * d

@@ -152,7 +152,10 @@ def _mooncake(text: str) -> pd.DataFrame:
             lines.append(i)
         except RecursionError:
             raise TraceError(f"line {i}: JSON nested too deeply") from None
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        except KeyError as err:
+            raise TraceError(f"line {i}: missing {clip(err.args[0] if err.args else '', 40)!r}; expected JSON with "
+                             "timestamp, input_length, output_length") from None
+        except (json.JSONDecodeError, TypeError, ValueError) as err:
             why = clip(" ".join(str(err).split()), 100)
             raise TraceError(f"line {i}: expected JSON with timestamp, input_length, output_length ({why})") from None
     df = pd.DataFrame(rows, columns=["timestamp", "input_length", "output_length"], dtype=float)
@@ -242,7 +245,9 @@ def _check(df: pd.DataFrame, origin: str) -> pd.DataFrame:
     if df.empty:
         raise TraceError(f"{origin}: no requests in the file")
     t = df["arrival_s"].to_numpy(dtype=float)
-    if not np.all(np.isfinite(t)) or np.any(t < 0) or np.any(t > MAX_ARRIVAL_S):
-        raise TraceError(f"{origin}: arrival times must be finite, from 0 to {MAX_ARRIVAL_S:g} s")
+    bad = np.flatnonzero(~np.isfinite(t) | (t < 0) | (t > MAX_ARRIVAL_S))
+    if bad.size:
+        raise TraceError(f"{origin}: row {bad[0] + 1}: arrival time {brief(float(t[bad[0]]))} is not from 0 to "
+                         f"{MAX_ARRIVAL_S:g} s")
     order = np.argsort(t, kind="stable")
     return df.iloc[order].reset_index(drop=True)
