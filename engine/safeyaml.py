@@ -5,11 +5,12 @@ the text: a 400-byte file of nested aliases ("billion laughs") names 10^9 values
 that later walks the result (validation, an error message, a deep copy) walks all of them. A
 recursive alias (`&a [*a]`) builds a cycle, and deep nesting exhausts Python's stack.
 
-So the text is read in three passes, all linear in its size: the event stream (no recursion)
-checks the nesting depth; the composed node graph (shared alias nodes, at most as many nodes as
-events) gets its expanded size and depth computed once per node, iteratively, which also finds
-cycles; only then are Python objects built. Limits are generous for a scenario (a few hundred
-values) and for its longest list (`arrival.times`).
+So the text is read in passes, all linear in its size: the event stream (no recursion) checks
+the nesting depth and counts the values; if the text uses aliases, the composed node graph
+(shared alias nodes, at most as many nodes as events) gets its expanded size and depth computed
+once per node, iteratively, which also finds cycles; only then are Python objects built. Limits
+are generous for a scenario (a few hundred values) and for its longest list (`arrival.times`),
+and keep everything after parsing (validation, error lists) well under a second.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .literal import clip
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: fast on big files
 MAX_DEPTH = 32
-MAX_VALUES = 500_000
+MAX_VALUES = 200_000
 
 
 class YamlLimitError(ValueError):
@@ -35,13 +36,14 @@ class YamlValueError(YamlLimitError):
 
 def load(text: str, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> Any:
     """Parse one YAML document safely (yaml.YAMLError if malformed, YamlLimitError if too big)."""
-    _check_depth(text, max_depth)
+    aliases = _check_events(text, max_depth, max_values)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_expansion(node, max_depth, max_values)
+        if aliases:
+            _check_expansion(node, max_depth, max_values)
         try:
             return loader.construct_document(node)
         except (ValueError, OverflowError) as err:  # e.g. an integer of more than 4300 digits
@@ -50,8 +52,10 @@ def load(text: str, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) ->
         loader.dispose()
 
 
-def _check_depth(text: str, max_depth: int) -> None:
-    depth = 0
+def _check_events(text: str, max_depth: int, max_values: int) -> bool:
+    """Depth and number of values as written; True if the text uses aliases."""
+    depth = values = 0
+    aliases = False
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             depth += 1
@@ -60,6 +64,15 @@ def _check_depth(text: str, max_depth: int) -> None:
                 raise YamlLimitError(f"nested more than {max_depth} levels deep (line {line})")
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
+            continue
+        elif isinstance(event, yaml.AliasEvent):
+            aliases = True
+        elif not isinstance(event, yaml.ScalarEvent):
+            continue
+        values += 1
+        if values > max_values:
+            raise YamlLimitError(f"more than {max_values:,} values")
+    return aliases
 
 
 def _check_expansion(root: yaml.Node, max_depth: int, max_values: int) -> None:

@@ -112,7 +112,7 @@ class Arrival(_Model):
     on_s: float = Field(10.0, gt=0, le=1e6)
     off_s: float = Field(10.0, ge=0, le=1e6)
     start_s: float = Field(0.0, ge=0, le=1e7)
-    times: list[float] | None = Field(None, max_length=1_000_000)
+    times: list[float] | None = Field(None, max_length=100_000)
 
     @model_validator(mode="after")
     def _times(self) -> Arrival:
@@ -410,6 +410,13 @@ def load_raw(name_or_path: str, _seen: tuple[str, ...] = (), allow_dirs: tuple[P
         data = merge(load_raw(base, (*_seen, path.stem), roots), data)
     data["name"] = data.get("name") or path.stem
     return data
+
+
+def load_shipped(name: str) -> dict[str, Any]:
+    """A shipped scenario's plain data by name only (for names from a link: never a path)."""
+    if name not in scenario_names():
+        raise ScenarioError(f"no shipped scenario {brief(name)}: use one of {', '.join(scenario_names())}")
+    return load_raw(name)
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

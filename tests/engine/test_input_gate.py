@@ -253,9 +253,15 @@ def test_base_must_be_a_shipped_name_or_a_yaml_file(tmp_path, base):
 
 
 def test_shipped_names_cannot_traverse(tmp_path):
+    from engine.scenario import load_shipped
+
     with pytest.raises(ScenarioError, match="no scenario"):
         load("../scenarios/default")
     assert (SCENARIO_DIR / "default.yaml").is_file()
+    for name in ("../scenarios/default.yaml", str(SCENARIO_DIR / "default.yaml"), "/etc/passwd", "default.yaml"):
+        with pytest.raises(ScenarioError, match="no shipped scenario"):
+            load_shipped(name)
+    assert load_shipped("default")["name"] == "default"
 
 
 def test_scenario_files_are_bounded_and_utf8(tmp_path):
