@@ -112,7 +112,7 @@ def format_summary(s: dict) -> str:
         return "-" if x is None else f"{x:.3f}{unit}"
 
     lines = [
-        f"{s['scenario']} (seed {s['seed']}): {s['steps']} steps, {s['sim_time_s']:.1f} s simulated "
+        f"{clip(s['scenario'], 200)} (seed {s['seed']}): {s['steps']} steps, {s['sim_time_s']:.1f} s simulated "
         f"in {s['wall_time_s']:.2f} s; KV {s['kv_blocks']} blocks, mean use {s['kv_util_mean']:.0%}; "
         f"{s['throughput_tok_s']:.0f} output tok/s; batch fill {s['batch_fill']:.0%}; "
         f"{s['preemptions']} preemptions; {s['rejected']} rejected",
