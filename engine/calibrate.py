@@ -66,6 +66,11 @@ def grid(tmp: Path) -> list[tuple[str, str, dict]]:
         ("fixed 1 ms steps", "default", {"cost.model": "fixed", "cost.step_time_s": 0.001}),
         ("chunk threshold 1", "default", {"scheduler.long_prefill_token_threshold": 1}),
         ("chunk threshold 64", "classic-inversion", {"scheduler.long_prefill_token_threshold": 64}),
+        ("budget 16, priority", "classic-inversion", {"scheduler.max_num_batched_tokens": 16, "drain_limit_s": 100,
+                                                      "scheduler.policy": "priority"}),
+        ("budget 16, priority+aging", "classic-inversion", {
+            "scheduler.max_num_batched_tokens": 16, "drain_limit_s": 100, "scheduler.policy": "priority",
+            "mitigations.aging_s": 10}),
         ("light, long outputs", "default", {
             "duration_s": 1800, "classes": {"A": {"arrival": {"rate": 0.02}, "output": {"value": 3000}}}}),
         ("split caps", "default", {"classes.P2.caps.max_prompt_tokens": 256, "classes.P2.caps.over_cap": "split",
@@ -143,15 +148,17 @@ def _fit(rows) -> None:
     for _, sc, w, m in rows:
         qs = w.parts["queue_steps"]
         skip = sc.scheduler.policy == "backfill"
+        aging = sc.mitigations.aging_s > 0 and sc.scheduler.policy != "fcfs"
         ps = w.parts["prefill_steps"]
-        a.append([w.requests, w.steps - ps, ps, w.steps * w.classes, 0 if skip else qs, qs if skip else 0])
+        a.append([1.0, w.requests, w.steps - ps, ps, w.steps * w.classes, 0 if skip else qs, qs if skip else 0,
+                  qs if aging else 0])
         b.append(m["cpu_s"])
         am.append([1.0, w.requests, w.steps * (11 + 3 * w.classes), qs])
         bm.append(m["peak_mib"])
     a, b, am, bm = map(np.array, (a, b, am, bm))
     x = nnls(a / b[:, None], np.ones(len(b)))
-    print("fit, seconds: per request %.3g, per decode step %.3g, per prefill step %.3g, per step×class %.3g, "
-          "per queue-step %.3g (backfill %.3g)" % tuple(x))
+    print("fit, seconds: base %.3g, per request %.3g, per decode step %.3g, per prefill step %.3g, "
+          "per step×class %.3g, per queue-step %.3g (backfill %.3g, + aging %.3g)" % tuple(x))
     y = nnls(am / bm[:, None], np.ones(len(bm)))
     print("fit, MiB: base %.3g, per request %.3g, per step-log value %.3g, per queue-step %.3g" % tuple(y))
 

@@ -114,7 +114,7 @@ def test_caps_name_the_key():
     sc = load("default", {"classes.P1.arrival.rate": 5000})
     with pytest.raises(WorkLimitError, match=r"^classes\.P1\.arrival\.rate: the scenario implies about 450,\d{3} requests"):
         check_work(sc, INTERACTIVE)
-    with pytest.raises(WorkLimitError, match=r"^classes\.P1\.arrival\.rate: .* engine steps.*\(limit 60 s\)"):
+    with pytest.raises(WorkLimitError, match=r"^classes\.P1\.arrival\.rate: .* engine steps.*\(limit 30 s\)"):
         check_work(sc, BATCH)
     many = {f"C{i}": {"arrival": {"rate": 0.01}} for i in range(20)}
     with pytest.raises(WorkLimitError, match=r"^classes: 20 classes is more than the 16 allowed here"):
@@ -181,3 +181,24 @@ def test_preflight_passes_every_shipped_scenario():
     for name in scenario_names():
         assert preflight(load(name), BATCH).seconds < BATCH.seconds
     assert NO_CAP.describe() == "no cap"
+
+
+def test_requests_the_engine_rejects_at_arrival_cost_no_steps():
+    times = [0.1 * i for i in range(20)]
+    off = from_dict(fixed({"A": const(2000, 10, times=times)}, scheduler={"chunked_prefill": False}))
+    assert estimate_work(off).requests == 0  # 2000 > the 1000 budget with chunked prefill off
+    assert (simulate(off).requests["status"] == "rejected").all()
+    huge = from_dict(fixed({"A": const(900, 200, times=times)}, kv={"num_blocks": 64, "block_size": 16}))
+    assert estimate_work(huge).requests == 0  # 1100 tokens never fit 64 × 16 = 1024
+
+
+def test_aging_under_a_priority_order_costs_per_waiting_request():
+    from engine import limits
+
+    over = {"scheduler.max_num_batched_tokens": 16, "scheduler.policy": "priority"}
+    plain = estimate_work(load("classic-inversion", over))
+    aged = estimate_work(load("classic-inversion", {**over, "mitigations.aging_s": 10}))
+    assert aged.parts["queue_steps"] == plain.parts["queue_steps"] > 0
+    assert aged.seconds - plain.seconds == pytest.approx(limits.SEC_PER_QUEUE_STEP_AGING * plain.parts["queue_steps"])
+    fcfs = estimate_work(load("classic-inversion", {**over, "scheduler.policy": "fcfs", "mitigations.aging_s": 10}))
+    assert fcfs.seconds == pytest.approx(plain.seconds)  # FCFS has no priority order to age
