@@ -29,7 +29,8 @@ res = simulate(sc)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 st = res.steps
 waiting = st[[c for c in st.columns if c.startswith("waiting_")]].to_numpy().sum()
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "steps": len(st), "requests": len(res.requests), "queue_steps": float(waiting),
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "steps": len(st), "requests": len(res.requests),
+                  "queue_steps": float(waiting),
                   "prefill_steps": int((st["prefill_tokens"] > 0).sum()),
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label:<26} req {w.requests:>8,.0f}/{m['requests']:<8,} steps {w.steps:>9,.0f}/{m['steps']:<9,} "
                   f"prefill {w.parts['prefill_steps']:>8,.0f}/{m['prefill_steps']:<8,} "
                   f"queue {w.queue:>7,.0f}/{m['queue_steps'] / max(m['steps'], 1):<7,.0f} "
-                  f"cpu s {w.seconds:>6.2f}/{m['cpu_s']:<6.2f} (wall {m['wall_s']:.2f}) MiB {w.memory_mib:>6.0f}/{m['peak_mib']:<6.0f}",
+                  f"cpu s {w.seconds:>6.2f}/{m['cpu_s']:<6.2f} (wall {m['wall_s']:.2f}) "
+                  f"MiB {w.memory_mib:>6.0f}/{m['peak_mib']:<6.0f}",
                   flush=True)
     _fit(rows)
     return 0

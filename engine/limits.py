@@ -158,10 +158,10 @@ def estimate_work(sc: Scenario) -> Work:
         load = _Load(n=n * pieces.mean(), prompt=n * float(w @ prompt), prompt_sq=n * float(w @ (prompt * prompt)),
                      output=n * float(w @ output), own=n * float(w @ own), prefill_own=n * float(w @ prefill),
                      kv_own=n * float(w @ ((prompt + output) * own)), tail=float(np.percentile(own, 99)))
-        loads.setdefault(name, _Load()).add(load)
-        if load.n >= max((v.n for k, v in loads.items() if k != name), default=0.0):
+        prev = loads.setdefault(name, _Load())
+        if load.n >= prev.n:  # the class's key is that of its larger part (synthetic or trace)
             keys[name] = key
-        keys.setdefault(name, key)
+        prev.add(load)
 
     for name in names:
         if name not in sc.classes:
@@ -172,7 +172,8 @@ def estimate_work(sc: Scenario) -> Work:
             continue
         prompt = lengths(spec.prompt, SAMPLES, rng_for(0, "estimate-prompt", name)).astype(float)
         output = lengths(spec.output, SAMPLES, rng_for(0, "estimate-output", name)).astype(float)
-        add(name, n, prompt, output, f"classes.{name}.arrival.{'times' if spec.arrival.process == 'times' else 'rate'}")
+        rate_key = "times" if spec.arrival.process == "times" else "rate"
+        add(name, n, prompt, output, f"classes.{name}.arrival.{rate_key}")
     if sc.trace is not None:
         _, prompt, output, cls = _from_trace(sc, names)
         for ci in np.unique(cls).tolist():
@@ -197,32 +198,48 @@ def estimate_work(sc: Scenario) -> Work:
               + MIB_PER_QUEUE_STEP * queue_steps)
     min_dt = cost(1, 1.0, 1)
     hard = sc.replicas.count * (sc.duration_s + sc.drain_limit_s) / min_dt
-    key_steps = "drain_limit_s" if steps >= 0.99 * hard else key_requests
-    if steps > 3 * sum(v.n for v in loads.values()) and chunk < s.max_num_batched_tokens and key_steps != "drain_limit_s":
-        key_steps = "scheduler.long_prefill_token_threshold"
-    return Work(requests=requests, classes=n_cls, steps=steps, queue=queue_steps / steps if steps else 0.0,
-                seconds=seconds, memory_mib=memory, key_requests=key_requests, key_steps=key_steps,
-                parts={"queue_steps": queue_steps, "prefill_steps": prefill_steps, "min_step_s": min_dt})
+    prompt_mean = sum(v.prompt for v in loads.values()) / requests if requests else 0.0
+    if steps >= 0.99 * hard:
+        key_steps = "drain_limit_s"
+    elif prefill_steps > steps / 2 and chunk < prompt_mean / 4:  # prompts crawl in tiny chunks
+        small = s.long_prefill_token_threshold and s.long_prefill_token_threshold < s.max_num_batched_tokens
+        key_steps = "scheduler.long_prefill_token_threshold" if small else "scheduler.max_num_batched_tokens"
+    else:
+        key_steps = key_requests
+    return Work(requests=float(requests), classes=n_cls, steps=float(steps),
+                queue=float(queue_steps / steps) if steps else 0.0, seconds=float(seconds),
+                memory_mib=float(memory), key_requests=key_requests, key_steps=key_steps,
+                parts={"queue_steps": float(queue_steps), "prefill_steps": float(prefill_steps), "min_step_s": min_dt})
+
+
+ADVICE = {"rate": "lower it or duration_s", "times": "use fewer times or a shorter duration_s",
+          "max_prompt_tokens": "raise it, or use over_cap: reject",
+          "long_prefill_token_threshold": "raise it, or 0 (off)",
+          "max_num_batched_tokens": "raise it", "drain_limit_s": "lower it", "limit": "set or lower it",
+          "duration_s": "lower it"}
 
 
 def check_work(sc: Scenario, limits: WorkLimits, work: Work | None = None) -> Work:
-    """The estimate, or ScenarioError naming the key when it is over a limit."""
+    """The estimate, or WorkLimitError (a ScenarioError) naming the key when it is over a limit."""
     w = work or estimate_work(sc)
-    how = "; lower it or the duration_s"
+
+    def how(key: str) -> str:
+        return f"; {ADVICE.get(key.rsplit('.', 1)[-1], 'lower it')}"
+
     if limits.classes is not None and w.classes > limits.classes:
         raise WorkLimitError(f"classes: {w.classes} classes is more than the {limits.classes} allowed here")
     if limits.requests is not None and w.requests > limits.requests:
         raise WorkLimitError(f"{w.key_requests}: the scenario implies about {_n(w.requests)} requests, more than "
-                            f"the {_n(limits.requests)} allowed here{how}")
+                             f"the {_n(limits.requests)} allowed here{how(w.key_requests)}")
     if limits.seconds is not None and w.seconds > limits.seconds:
         raise WorkLimitError(f"{w.key_steps}: the scenario implies about {_n(w.steps)} engine steps with about "
-                            f"{_n(w.queue)} requests waiting per step, an estimated {w.seconds:,.0f} s of simulation "
-                            f"(limit {limits.seconds:g} s){how}")
+                             f"{_n(w.queue)} requests waiting per step, an estimated {w.seconds:,.0f} s of "
+                             f"simulation (limit {limits.seconds:g} s){how(w.key_steps)}")
     if limits.memory_mib is not None and w.memory_mib > limits.memory_mib:
         key = "classes" if w.classes > 16 else w.key_steps
         raise WorkLimitError(f"{key}: the run would need an estimated {w.memory_mib:,.0f} MiB of memory "
-                            f"({_n(w.steps)} steps × {w.classes} classes, {_n(w.requests)} requests; "
-                            f"limit {limits.memory_mib:,.0f} MiB){how}")
+                             f"({_n(w.steps)} steps × {w.classes} classes, {_n(w.requests)} requests; "
+                             f"limit {limits.memory_mib:,.0f} MiB){how(key) if key != 'classes' else ''}")
     return w
 
 

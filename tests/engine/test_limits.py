@@ -112,7 +112,8 @@ def test_step_estimate_is_within_a_factor_of_the_engine(name, over):
 
 def test_caps_name_the_key():
     sc = load("default", {"classes.P1.arrival.rate": 5000})
-    with pytest.raises(WorkLimitError, match=r"^classes\.P1\.arrival\.rate: the scenario implies about 450,\d{3} requests"):
+    with pytest.raises(WorkLimitError,
+                       match=r"^classes\.P1\.arrival\.rate: the scenario implies about 450,\d{3} requests"):
         check_work(sc, INTERACTIVE)
     with pytest.raises(WorkLimitError, match=r"^classes\.P1\.arrival\.rate: .* engine steps.*\(limit 30 s\)"):
         check_work(sc, BATCH)
@@ -202,3 +203,27 @@ def test_aging_under_a_priority_order_costs_per_waiting_request():
     assert aged.seconds - plain.seconds == pytest.approx(limits.SEC_PER_QUEUE_STEP_AGING * plain.parts["queue_steps"])
     fcfs = estimate_work(load("classic-inversion", {**over, "scheduler.policy": "fcfs", "mitigations.aging_s": 10}))
     assert fcfs.seconds == pytest.approx(plain.seconds)  # FCFS has no priority order to age
+
+
+@pytest.mark.parametrize(("over", "key", "advice"), [
+    ({"scheduler.long_prefill_token_threshold": 1, "drain_limit_s": 100_000},
+     "scheduler.long_prefill_token_threshold", "raise it"),
+    ({"scheduler.max_num_batched_tokens": 1, "drain_limit_s": 1000}, "scheduler.max_num_batched_tokens", "raise it"),
+    ({"classes.P1.caps.max_prompt_tokens": 1, "classes.P1.caps.over_cap": "split"},
+     "classes.P1.caps.max_prompt_tokens", "over_cap: reject"),
+])
+def test_the_key_named_is_the_one_that_drives_the_work(over, key, advice):
+    sc = load("classic-inversion", over)
+    with pytest.raises(WorkLimitError) as info:
+        check_work(sc, WorkLimits(None, None, 1.0, None))
+    msg = str(info.value)
+    assert msg.startswith(key + ":") and advice in msg, msg
+
+
+def test_a_run_bounded_only_by_the_drain_limit_names_it():
+    # one request with 10M output tokens at 0.01 s per step: only the drain limit ends it
+    sc = from_dict(fixed({"A": const(100, 10_000_000, times=[0.0])}))
+    w = estimate_work(sc)
+    assert w.steps == pytest.approx((10 + 100) / 0.01) and w.key_steps == "drain_limit_s"
+    with pytest.raises(WorkLimitError, match=r"^drain_limit_s: .*; lower it$"):
+        check_work(sc, WorkLimits(None, None, 0.06, None))

@@ -36,7 +36,8 @@ HEAVY = [  # valid keys, values that imply a lot of work
     ("drain_limit_s", 1e7), ("cost.model", "fixed"), ("cost.step_time_s", 1e-9), ("kv.block_size", 1),
     ("kv.num_blocks", 1), ("kv.num_blocks", 10_000_000), ("scheduler.max_num_batched_tokens", 1),
     ("scheduler.max_num_seqs", 65536), ("classes.P1.caps.max_prompt_tokens", 1), ("classes.P1.caps.over_cap", "split"),
-    ("classes.P1.prompt.median", 10_000_000), ("classes.P1.prompt.p90", 10_000_000), ("classes.P1.prompt.max", 10_000_000),
+    ("classes.P1.prompt.median", 10_000_000), ("classes.P1.prompt.p90", 10_000_000),
+    ("classes.P1.prompt.max", 10_000_000),
     ("replicas.count", 64), ("classes.P0.arrival.process", "gamma"), ("classes.P0.arrival.cv", 100),
     ("classes.P0.arrival.cv", 1e-6), ("scheduler.policy", "backfill"), ("scheduler.policy", "preempt"),
     ("mitigations.aging_s", 1e-9), ("mitigations.preempt_mode", "swap"), ("mitigations.host_bandwidth_gbs", 1e-9),
@@ -138,8 +139,8 @@ ATTACKS = [
     ("trace missing", "tmiss.yaml", lambda r: _dump({"trace": {"path": "absent.csv"}})),
     ("trace sparse 65 MiB", "tbig.yaml", lambda r: _dump({"trace": {"path": "big.csv"}})),
     ("trace URL", "turl.yaml", lambda r: _dump({"trace": {"path": "https://evil.example/t.csv"}})),
-    ("trace good, bad classes", "tcls.yaml", lambda r: _dump({"classes": {"A": {"arrival": {"rate": 0}}},
-                                                              "trace": {"path": "ok.csv", "assign": {"by": "column"}}})),
+    ("trace good, bad classes", "tcls.yaml", lambda r: _dump({
+        "classes": {"A": {"arrival": {"rate": 0}}}, "trace": {"path": "ok.csv", "assign": {"by": "column"}}})),
     ("trace good", "tgood.yaml", lambda r: _dump({"duration_s": 60, "classes": {
         "P0": {"arrival": {"rate": 0}}, "P1": {"priority": 1, "arrival": {"rate": 0}}},
         "trace": {"path": "ok.csv", "assign": {"by": "column"}}})),

@@ -198,8 +198,10 @@ def run_forked(fn, timeout: float, mem_bytes: int) -> dict:
 
 
 def fuzz_traces(n: int, seed: int, timeout: float, mem_gib: float) -> int:
-    import engine.simulation  # noqa: F401 — imported once here, inherited by every forked child
-    import ui.uploads  # noqa: F401
+    import importlib
+
+    for module in ("engine.simulation", "ui.uploads"):  # imported once here, inherited by every forked child
+        importlib.import_module(module)
 
     mem = int(mem_gib * 2**30)
     fails, walls, rss = [], [], []
