@@ -30,6 +30,8 @@ SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 MAX_SCENARIO_BYTES = 1 << 20  # a scenario is a few hundred bytes; long `times` lists still fit
 MAX_TOKENS = 10_000_000  # any token count: prompt, output, budget-sized lengths
 MAX_ERRORS_SHOWN = 5
+HARDWARE_NAME = r"^[A-Za-z0-9 ._+()/-]{1,64}$"  # shown in figure titles, where plotly reads <a href>
+ONE_LINE = r"^[^\x00-\x1f\x7f]*$"  # names and titles: no control characters (line breaks, escapes)
 
 
 class ScenarioError(ValueError):
@@ -41,7 +43,7 @@ class _Model(BaseModel):
 
 
 class Hardware(_Model):
-    gpu: str = Field("H100-80G", max_length=64)
+    gpu: str = Field("H100-80G", pattern=HARDWARE_NAME)
     num_gpus: int = Field(1, ge=1, le=8)
     gpu_memory_utilization: float = Field(0.9, gt=0.05, le=1.0)
     activation_reserve_gib: float = Field(3.0, ge=0, le=64)
@@ -61,7 +63,7 @@ class Hardware(_Model):
 
 
 class ModelSpec(_Model):
-    name: str = Field("Llama-3-8B", max_length=64)
+    name: str = Field("Llama-3-8B", pattern=HARDWARE_NAME)
     params_b: float | None = Field(None, gt=0, le=2000)
     layers: int | None = Field(None, ge=1, le=512)
     hidden: int | None = Field(None, ge=64, le=65536)
@@ -219,8 +221,8 @@ class Replicas(_Model):
 
 
 class Scenario(_Model):
-    name: str = Field("custom", max_length=200)
-    title: str = Field("", max_length=500)
+    name: str = Field("custom", max_length=200, pattern=ONE_LINE)
+    title: str = Field("", max_length=500, pattern=ONE_LINE)
     description: str = Field("", max_length=20_000)
     seed: int = Field(0, ge=0, le=2**32 - 1)
     duration_s: float = Field(60.0, gt=0, le=1e6)

@@ -35,6 +35,7 @@ MOONCAKE_BUCKET_S = 3.0
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 MAX_PRIORITY = 1000
 MAX_ARRIVAL_S = 1e9
+MAX_COLUMNS = 64
 FORMATS = ("azure", "mooncake", "simulator")
 
 
@@ -114,7 +115,24 @@ def parse_trace(text: str, fmt: str | None = None, origin: str = "trace") -> pd.
 
 
 def _csv(text: str) -> pd.DataFrame:
+    _check_fields(text)
     return pd.read_csv(StringIO(text), skipinitialspace=True, low_memory=False)
+
+
+def _check_fields(text: str) -> None:
+    """No line has more fields than the header, and the header is short: one line of 300,000
+    commas would otherwise make pandas build 300,000 columns (tens of seconds, a gigabyte).
+    No field of a valid trace contains a comma, so counting commas is exact for good files."""
+    end = text.find("\n")
+    fields = text[: end if end >= 0 else len(text)].count(",") + 1
+    if fields > MAX_COLUMNS:
+        raise TraceError(f"line 1: {fields:,} columns in the header (at most {MAX_COLUMNS})")
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    bounds = np.concatenate(([0], np.flatnonzero(raw == 10) + 1, [len(raw)]))
+    per_line = np.diff(np.searchsorted(np.flatnonzero(raw == 44), bounds))
+    over = np.flatnonzero(per_line > fields - 1)
+    if over.size:
+        raise TraceError(f"line {over[0] + 1}: {per_line[over[0]] + 1:,} fields, but the header has {fields}")
 
 
 def _need(df: pd.DataFrame, cols: list[str]) -> None:

@@ -72,7 +72,7 @@ def scenario_from_upload(name: str, data: bytes, limits: WorkLimits = INTERACTIV
     name = clip(name or "upload.yaml", 80)
     try:
         raw = parse_yaml(_text(name, data, MAX_SCENARIO_BYTES, ScenarioError), name)
-        raw.setdefault("name", Path(name).stem)
+        raw.setdefault("name", _stem(name, "uploaded"))
         if "base" in raw:
             raise ScenarioError(f"{name}: an uploaded scenario cannot start from another (`base`); "
                                 "download the full scenario YAML from the app and upload that")
@@ -140,9 +140,13 @@ def _replay(raw: dict, df, path: str, name: str) -> dict:
     for v in out["classes"].values():
         v["arrival"] = {**(v.get("arrival") or {}), "rate": 0.0, "process": "poisson"}
     out["trace"] = {"path": path, "assign": assign}
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).stem)[:40] or "trace"
-    out["name"] = f"{clip(raw.get('name', 'scenario'), 80)}+{stem}"
+    out["name"] = f"{clip(raw.get('name', 'scenario'), 80)}+{_stem(name, 'trace')}"
     return out
+
+
+def _stem(file_name: str, default: str) -> str:
+    """A browser-supplied file name as a short, plain part of a scenario name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(file_name).stem)[:40].strip("_") or default
 
 
 def _rate(cls: dict) -> float:

@@ -265,7 +265,7 @@ def test_validate_reads_the_trace(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("rows", "must"), [
-    ("0,1,1\n1,2,3,4\n", ("line 3", "not a valid simulator trace")),
+    ("0,1,1\n1,2,3,4\n", ("line 3", "4 fields, but the header has 3")),
     ("0,9223372036854775808,1\n", ("num_prefill_tokens", "10,000,000")),
     ("0,1,18446744073709551617\n", ("num_decode_tokens",)),
     ("0,1e19,1\n", ("num_prefill_tokens",)),

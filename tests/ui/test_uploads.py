@@ -123,7 +123,7 @@ def test_a_good_trace_after_a_bad_one_works_and_lands_in_the_session_folder():
     assert up.error is None, up.error
     store = state[uploads.SESSION_KEY]
     assert [p.name for p in store.files()] == [Path(up.raw["trace"]["path"]).name]
-    assert up.raw["name"] == "default+good_trace_"
+    assert up.raw["name"] == "default+good_trace"
     res = simulate(from_dict({**up.raw, "duration_s": 10.0, "warmup_s": 0.0}))
     assert len(res.requests) == 12
     # the same file again: the same path (same cache key), no second copy
@@ -178,6 +178,11 @@ def test_unexpected_errors_become_a_refusal(monkeypatch):
     assert "line two" in err
     monkeypatch.setattr(uploads, "parse_yaml", boom)
     _refused(uploads.try_scenario("s.yaml", b"seed: 1"), "RuntimeError")
+
+
+def test_an_unnamed_upload_is_named_after_its_file_plainly():
+    up = uploads.try_scenario("my\nscenario` [x](y).yaml", b"seed: 2\n")
+    assert up.error is None and up.raw["name"] == "my_nscenario_x_y"  # the line break was escaped first
 
 
 def test_uploaded_scenario_without_files_is_accepted_with_its_values():
