@@ -6,7 +6,7 @@ from engine import ScenarioError
 from engine.scenario import apply_overrides, from_dict, to_dict
 from ui import figures, layout, runs, text
 from ui.codec import POLICIES
-from ui.sidebar import current
+from ui.state import current
 
 lab = current()
 sc = lab.scenario

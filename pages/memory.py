@@ -5,7 +5,7 @@ import streamlit as st
 
 from engine.cost import make_step_cost
 from ui import figures, layout
-from ui.sidebar import current
+from ui.state import current
 
 GIB = 1024**3
 lab = current()

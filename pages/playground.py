@@ -3,13 +3,13 @@
 import streamlit as st
 
 from ui import figures, layout, runs, text
-from ui.sidebar import current
-from ui.variants import has_mitigations
+from ui.state import current
+from ui.variants import has_remedies
 
 lab = current()
 sc, res = lab.scenario, lab.result
 layout.header(lab, "Playground", "Move a control in the sidebar; every number reruns the simulation")
-mitigated = has_mitigations(sc)
+mitigated = has_remedies(sc)
 base = runs.baseline_result(sc).summary if mitigated else None
 if not mitigated:
     st.info("No mitigation is on, so there is nothing to compare with: try a token reserve, a KV reserve, "

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import figures, layout, text
-from ui.sidebar import current
+from ui.state import current
 
 lab = current()
 sc, res = lab.scenario, lab.result

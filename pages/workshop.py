@@ -3,7 +3,8 @@
 import streamlit as st
 
 from ui import layout, lessons, runs
-from ui.sidebar import current, load_scenario
+from ui.sidebar import load_scenario
+from ui.state import current
 
 lab = current()
 layout.header(lab, "Workshop", "Six short lessons on priority inversion in LLM serving")

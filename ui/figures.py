@@ -12,19 +12,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.reasons import EXPLAIN, Reason
+from .vocab import REASONS, look, shown
 
 CLASS_COLORS = ["#cf222e", "#0969da", "#8250df", "#bf8700", "#1a7f37", "#57606a"]
-REASON_COLORS = {
-    "kv_short": "#d1242f",
-    "head_of_line": "#fb8f44",
-    "token_budget": "#d4a72c",
-    "max_seqs": "#8250df",
-    "reserve": "#6e7781",
-    "class_cap": "#0550ae",
-    "preempted": "#82071e",
-    "none": "#afb8c1",
-}
 RUNNING_COLOR = "#2da44e"
 INVERSION_COLOR = "rgba(31, 35, 40, 0.40)"  # a dark veil over the waits it marks
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12, color="#24292f")
@@ -171,14 +161,14 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, holders: pd.DataFrame,
     xs, ys = _segments(run["first_scheduled_s"].to_numpy(), end, y)
     fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name="running", line=dict(color=RUNNING_COLOR, width=4),
                                hoverinfo="skip", legendgroup="state"), row=1, col=1)
-    for reason in [r.label for r in Reason if r is not Reason.NONE]:
+    for reason in [r.label for r in shown()]:
         seg = w[w["reason"] == reason]
         if not len(seg):
             continue
         xs, ys = _segments(seg["start_s"].to_numpy(), seg["end_s"].to_numpy(),
                            seg["request"].map(lane_of).to_numpy(dtype=float))
         fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name=f"waiting: {reason}",
-                                   line=dict(color=REASON_COLORS[reason], width=6), hoverinfo="skip"),
+                                   line=dict(color=look(reason).color, width=6), hoverinfo="skip"),
                       row=1, col=1)
     # Episodes: one trace of rectangles.
     if len(ep):
@@ -216,39 +206,7 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, holders: pd.DataFrame,
 # Sweeps, comparisons, memory
 
 
-def p99_curve(points: pd.DataFrame, classes: list[str], knob_label: str, slo_s: float | None = None,
-              knee: float | None = None, top: str | None = None) -> go.Figure:
-    """P99 TTFT per class against a knob (median line, min–max band over seeds) and throughput
-    on a second axis. `points`: value, seed, class, ttft_p99, throughput_tok_s."""
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for name in classes:
-        g = points[points["class"] == name].groupby("value")["ttft_p99"]
-        agg = pd.DataFrame({"lo": g.min(), "hi": g.max(), "mid": g.median()}).reset_index()
-        color = class_color(classes, name)
-        fig.add_trace(go.Scatter(
-            x=np.concatenate([agg["value"], agg["value"][::-1]]), y=np.concatenate([agg["hi"], agg["lo"][::-1]]),
-            fill="toself", fillcolor=_alpha(color, 0.15), line=dict(width=0), hoverinfo="skip",
-            name=f"{name} min–max over seeds", showlegend=False, legendgroup=name), secondary_y=False)
-        fig.add_trace(go.Scatter(x=agg["value"], y=agg["mid"], mode="lines+markers", name=f"{name} P99 TTFT",
-                                 line=dict(color=color, width=2), legendgroup=name,
-                                 hovertemplate=f"{name} P99 TTFT %{{y:.3f}} s<extra></extra>"), secondary_y=False)
-    tp = points.drop_duplicates(["value", "seed"]).groupby("value")["throughput_tok_s"].mean().reset_index()
-    fig.add_trace(go.Scatter(x=tp["value"], y=tp["throughput_tok_s"], mode="lines+markers", name="throughput",
-                             line=dict(color="#57606a", dash="dash", width=1.5), marker=dict(symbol="diamond"),
-                             hovertemplate="throughput %{y:.0f} tok/s<extra></extra>"), secondary_y=True)
-    if slo_s is not None:
-        fig.add_hline(y=slo_s, line=dict(color=class_color(classes, top or classes[0]), dash="dot", width=1),
-                      annotation_text=f"{top or classes[0]} TTFT SLO {slo_s:g} s", annotation_position="top left")
-    if knee is not None:
-        fig.add_vline(x=knee, line=dict(color="#1a7f37", width=2),
-                      annotation_text=f"smallest setting meeting the SLO: {knee:g}", annotation_position="top right")
-    fig.update_yaxes(title_text="P99 TTFT (s)", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="output tokens/s", rangemode="tozero", secondary_y=True, showgrid=False)
-    fig.update_xaxes(title_text=knob_label)
-    return _style(fig, 460)
-
-
-def _alpha(hex_color: str, a: float) -> str:
+def alpha(hex_color: str, a: float) -> str:
     h = hex_color.lstrip("#")
     r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{a})"
@@ -312,4 +270,4 @@ def step_time_bars(rows: pd.DataFrame) -> go.Figure:
 
 def reason_legend() -> list[tuple[str, str, str]]:
     """(label, colour, explanation) for every wait reason, for the page's legend table."""
-    return [(r.label, REASON_COLORS[r.label], EXPLAIN[r]) for r in Reason if r is not Reason.NONE]
+    return [(r.label, REASONS[r].color, REASONS[r].explain) for r in shown()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .sidebar import Lab
+from .state import Lab
 from .text import Kpi, plain
 
 

@@ -42,8 +42,8 @@ class Lesson:
 
     def load_values(self) -> dict:
         """Sidebar values (short names) that reproduce the lesson's last run."""
-        raw = load_raw(self.scenario)
-        return codec.changed(codec.values_from_scenario(self.scenarios()[-1], raw), raw)
+        c = codec.Codec(load_raw(self.scenario))
+        return c.changed(c.values_from_scenario(self.scenarios()[-1]))
 
 
 def parse(path: Path) -> Lesson:

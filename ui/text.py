@@ -11,14 +11,23 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from engine.reasons import EXPLAIN, Reason
+from .vocab import look
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=\"'])")
 
 
 def plain(text: str) -> str:
     """User text made inert for st.markdown (every markdown/HTML character escaped)."""
     return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """User text (a link value, a file name) for a message: shortened, escaped, in quotes."""
+    s = str(text)
+    s = "".join(ch if ch.isprintable() else "?" for ch in s)
+    if len(s) > limit:
+        s = s[:limit] + "…"
+    return f"“{plain(s)}”"
 
 
 def _sig3(x: float) -> str:
@@ -134,24 +143,6 @@ def holders_of(holders: pd.DataFrame, wait_id: int) -> list[tuple[int, str, int]
     return list(zip(h["request"].tolist(), h["class"].astype(str).tolist(), h["blocks"].tolist()))
 
 
-SHORT_REASON = {
-    "kv_short": "not enough free KV blocks",
-    "token_budget": "the step's token budget was used up",
-    "max_seqs": "too many requests already running",
-    "head_of_line": "queued behind a request that does not fit",
-    "reserve": "what was left was reserved",
-    "class_cap": "its class was at a cap",
-    "preempted": "evicted and waiting to come back",
-}
-
-
-def _reason_phrase(label: str) -> str:
-    try:
-        return EXPLAIN[Reason[label.upper()]]
-    except KeyError:
-        return label
-
-
 def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, base: dict | None = None) -> str:
     """A short markdown paragraph: who waited, why, and on whom."""
     classes = summary["classes"]
@@ -170,7 +161,7 @@ def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, bas
     if c["blocked_s"] > 0:
         reasons = top_reasons(waits, c["priority"])
         if reasons:
-            why = "; ".join(f"{SHORT_REASON.get(r, r)} ({s:.1f} s)" for r, s in reasons)
+            why = "; ".join(f"{look(r).short} ({s:.1f} s)" for r, s in reasons)
             parts.append(f"Its requests spent {c['blocked_s']:.1f} s blocked in total. Top reasons: {why}.")
         by_class = top_holder_classes(waits, holders, c["priority"])
         if by_class:
@@ -200,7 +191,7 @@ def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame) ->
         lines.append(f"It is rejected: {plain(req['reason'] or 'over a cap')}.")
         return lines
     for w in waits[waits["request"] == rid].sort_values("start_s").itertuples(index=False):
-        s = f"t = {w.start_s:.2f}–{w.end_s:.2f} s ({w.duration_s:.2f} s): waits — {_reason_phrase(str(w.reason))}"
+        s = f"t = {w.start_s:.2f}–{w.end_s:.2f} s ({w.duration_s:.2f} s): waits — {look(w.reason).explain}"
         if w.need_blocks >= 0:
             s += f"; needs {w.need_blocks} blocks, {w.free_blocks} free"
         top = holders_of(holders, w.id)

@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = "../../app.py"  # relative to this test file (AppTest resolves it so)
-PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99_curves.py", "pages/compare.py",
+PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py",
          "pages/workshop.py", "pages/memory.py"]
 
 
@@ -69,25 +69,75 @@ def test_preset_from_the_url():
     assert at.slider(key="reserve").value == 256
 
 
-@pytest.mark.parametrize("query, needle, key, fallback", [
-    ({"reserve": "lots"}, "`reserve=lots`", "reserve", 0),
-    ({"reserve": "999999"}, "`reserve=999999`", "reserve", 0),
-    ({"p2_rate": "-3"}, "`p2_rate=-3`", "p2_rate", 0.05),
-    ({"colour": "blue"}, "`colour`", "reserve", 0),
+def notes(at: AppTest) -> str:
+    return " ".join(w.value for w in at.warning if "from the link" in w.value)
+
+
+@pytest.mark.parametrize("query, key, fallback", [
+    ({"reserve": "lots"}, "reserve", 0),
+    ({"reserve": "999999"}, "reserve", 0),
+    ({"p2_rate": "-3"}, "p2_rate", 0.05),
+    ({"kvres": "inf"}, "kvres", 0),
+    ({"seqs": "1e400"}, "seqs", 256),
+    ({"p0_rate": "nan"}, "p0_rate", 0.5),
+    ({"p2_pin": "<b>x</b>"}, "p2_pin", ""),
+    ({"colour": "blue"}, "colour", None),
 ])
-def test_malformed_parameter_warns_once_and_falls_back(query, needle, key, fallback):
+def test_a_bad_link_value_is_named_once_leaves_the_url_and_the_control_falls_back(query, key, fallback):
     at = fresh(**query)
     assert not at.exception
-    assert len(at.warning) == 1 and needle in at.warning[0].value
-    widget = at.slider(key=key) if key == "reserve" else at.number_input(key=key)
-    assert widget.value == pytest.approx(fallback)
+    banner = [w.value for w in at.warning]
+    assert len(banner) == 1 and "from the link" in banner[0] and f"“{key}”" in banner[0].replace("\\", "")
+    assert banner[0].count("\n- ") == 1 or banner[0].count("\n-") == 1
+    assert key not in at.query_params
+    if fallback is not None:
+        widget = {"reserve": at.slider, "p2_pin": at.text_input}.get(key, at.number_input)(key=key)
+        assert widget.value == pytest.approx(fallback) if fallback != "" else widget.value == ""
 
 
-def test_invalid_combination_falls_back_to_the_preset():
-    at = fresh(budget="1024", reserve="2048")  # a reserve >= the budget cannot run
+def test_a_repeated_key_is_named_and_the_last_value_is_used():
+    at = fresh(reserve=["512", "1024"], policy="priority")
     assert not at.exception
-    assert any("cannot run" in w.value for w in at.warning)
-    assert metric(at, "P0 · P99 TTFT")
+    assert "2 times" in notes(at) and at.slider(key="reserve").value == 1024
+    assert at.query_params["reserve"] in ("1024", ["1024"])
+
+
+def test_a_link_value_that_cannot_run_is_refused_and_the_control_agrees():
+    """p1_rate=9000 would simulate ~810k requests: the control shows the preset's rate, the page its run."""
+    at = fresh(p1_rate="9000")
+    assert not at.exception
+    assert "p1\\_rate" in notes(at) or "p1_rate" in notes(at).replace("\\", "")
+    assert "at most 50,000" in notes(at)
+    assert at.number_input(key="p1_rate").value == pytest.approx(3.0)
+    assert "p1_rate" not in at.query_params
+    assert metric(at, "P0 · P99 TTFT") == metric(fresh(), "P0 · P99 TTFT")
+
+
+def refusal(at: AppTest) -> str:
+    return " ".join(e.value for e in at.error)
+
+
+def test_a_control_change_that_cannot_run_is_refused_beside_the_control():
+    at = fresh()
+    before = metric(at, "P0 · P99 TTFT")
+    at.number_input(key="p1_rate").set_value(9000.0).run()
+    assert not at.exception
+    assert at.number_input(key="p1_rate").value == pytest.approx(3.0)  # back to the last value that ran
+    assert "cannot run" in refusal(at) and "at most 50,000" in refusal(at) and "Back to 3" in refusal(at)
+    assert not notes(at)  # no "from the link" banner: no link was used
+    assert metric(at, "P0 · P99 TTFT") == before
+    at.selectbox(key="model").set_value("Llama-3-70B").run()
+    assert at.selectbox(key="model").value == "Qwen2.5-32B" and "no memory for KV cache" in refusal(at)
+    at.selectbox(key="policy").set_value("priority").run()  # the next good change clears the refusal
+    assert not refusal(at) and at.selectbox(key="policy").value == "priority"
+
+
+def test_invalid_combination_is_refused_at_the_control():
+    at = fresh()
+    at.number_input(key="budget").set_value(1024).run()
+    at.slider(key="reserve").set_value(2048).run()  # a reserve >= the budget cannot run
+    assert not at.exception
+    assert at.slider(key="reserve").value == 0 and "must be below" in refusal(at)
 
 
 def test_reset_returns_to_the_preset():
@@ -132,23 +182,43 @@ def test_timeline_story_of_a_picked_request():
     assert any("arrives with" in m.value for m in at.markdown)
 
 
-def test_sweep_runs_and_marks_the_result():
-    at = fresh()
-    at.switch_page("pages/p99_curves.py").run()
-    at.selectbox(key="sw_knob").set_value("cap")
-    at.number_input(key="sw_n").set_value(3)
-    at.slider(key="sw_seeds").set_value(1)
-    [b for b in at.button if b.label == "Run sweep"][0].click().run(timeout=120)
-    assert not at.exception
-    assert at.success or at.warning
-    assert at.get("plotly_chart")
+def run_until_swept(at: AppTest, timeout_s: float = 120.0) -> AppTest:
+    """Rerun the page until its sweep is complete (the browser's fragment timer does this live)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not (at.success or [w for w in at.warning if "No setting" in w.value]
+               or [c for c in at.caption if "runs:" in c.value]):
+        assert time.monotonic() < deadline, "sweep did not finish"
+        time.sleep(0.3)
+        at.run()
+        assert not at.exception
+    return at
 
 
-def test_a_run_too_big_for_the_app_falls_back_with_a_warning():
-    """A share link asking for ~1.8M requests must not hang the page: warning + preset values."""
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.query_params["p1_rate"] = "10000"
-    at.run()
+def on_page(page: str, **query) -> AppTest:
+    """A fresh session whose first request is `page` with the link `query`."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(page)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def test_the_sweep_runs_live_without_a_button_and_is_shared_across_sessions():
+    at = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", sw_seeds="1")
+    assert not at.exception and not [b for b in at.button if "sweep" in b.label.lower()]
+    assert at.selectbox(key="sw_knob").value == "cap" and at.number_input(key="sw_pts").value == 3
+    run_until_swept(at)
+    assert at.get("plotly_chart") and (at.success or at.warning)
+    again = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", sw_seeds="1")  # a second session: from the pool
+    assert not again.exception and [c for c in again.caption if "3 runs:" in c.value]
+
+
+def test_sweep_settings_from_the_link_are_checked():
+    at = on_page("pages/p99.py", sw_knob="lottery", sw_pts="99", sw_to="2048")
     assert not at.exception
-    warned = " ".join(w.value for w in at.warning)
-    assert "at most 50,000" in warned and "requests" in warned
+    assert at.selectbox(key="sw_knob").value == "reserve" and at.number_input(key="sw_pts").value == 9
+    assert at.number_input(key="sw_to").value == 2048
+    assert "“sw\\_knob”" in notes(at) and "“sw\\_pts”" in notes(at)
+    assert "sw_knob" not in at.query_params and at.query_params["sw_to"] == "2048"

@@ -98,20 +98,6 @@ def test_timeline_on_a_real_run(res):
     assert drawn == len(res.waits[res.waits["request"].isin(lanes)])
 
 
-def test_p99_curve_band_throughput_and_knee():
-    pts = pd.DataFrame({"value": [0, 0, 512, 512] * 2, "seed": [1, 2, 1, 2] * 2,
-                        "class": ["hi"] * 4 + ["lo"] * 4, "ttft_p99": [3.0, 4.0, 0.8, 0.9, 1, 1, 2, 2],
-                        "throughput_tok_s": [100, 110, 90, 95] * 2})
-    fig = figures.p99_curve(pts, ["hi", "lo"], "reserve (tokens)", slo_s=1.0, knee=512, top="hi")
-    band = [t for t in fig.data if t.fill == "toself"][0]
-    assert list(band.y) == [4.0, 0.9, 0.8, 3.0]  # max forward, min backward
-    line = by_name(fig, "hi P99 TTFT")[0]
-    assert list(line.y) == pytest.approx([3.5, 0.85])
-    tp = by_name(fig, "throughput")[0]
-    assert tp.yaxis == "y2" and list(tp.y) == [105, 92.5]
-    assert len(fig.layout.shapes) == 2  # SLO line and knee line
-
-
 def test_ttft_cdf_reaches_one(res):
     fig = figures.ttft_cdf({"a": res.requests, "b": res.requests}, res.class_names)
     assert len(fig.data) == 4

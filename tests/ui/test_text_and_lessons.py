@@ -5,7 +5,7 @@ import pytest
 from engine import load, simulate
 from engine.scenario import load_raw
 from ui import codec, lessons, text
-from ui.variants import baseline, has_mitigations, knee, sweep_frame, sweep_points
+from ui.variants import baseline, has_remedies, remedies
 
 
 def test_plain_escapes_markdown_and_html():
@@ -44,24 +44,31 @@ def test_request_story_follows_the_waits():
     assert sum("waits" in s for s in story) == (res.waits["request"] == rid).sum()
 
 
-def test_baseline_drops_mitigations_and_caps_only():
+def test_baseline_is_the_same_traffic_without_any_remedy():
     sc = load("default", {"mitigations.p0_token_reserve": 512, "mitigations.alert_after_s": 2.0,
                           "classes.P2.caps.max_prompt_tokens": 4096, "scheduler.policy": "priority"})
     b = baseline(sc)
     assert b.mitigations.p0_token_reserve == 0 and b.classes["P2"].caps.max_prompt_tokens is None
-    assert b.scheduler.policy == "priority" and b.mitigations.alert_after_s == 2.0
-    assert has_mitigations(sc) and not has_mitigations(b)
+    assert b.scheduler.policy == "fcfs" and b.mitigations.alert_after_s == 2.0
+    assert b.classes["P1"].arrival == sc.classes["P1"].arrival and b.seed == sc.seed
+    assert has_remedies(sc) and not has_remedies(b)
+    assert remedies(sc) == ["policy priority", "token reserve 512", "caps on P2"]
 
 
-def test_sweep_points_and_knee():
-    sc = load("default")
-    pts = sweep_points(sc, "reserve", [0, 512], [1, 2])
-    assert len(pts) == 4 and len({p[2] for p in pts}) == 4
-    fake = [{"throughput_tok_s": 1.0, "classes": {"P0": {"ttft_p99": v, "slo_attainment": 1.0}}}
-            for v in (3.0, 2.0, 0.5, 0.9)]
-    frame = sweep_frame(pts, fake)
-    assert knee(frame, "P0", 1.0, harder_when_larger=False) == 512
-    assert knee(frame, "P0", 0.1, harder_when_larger=False) is None
+@pytest.mark.parametrize("name", ["preempt", "separate-replicas", "rescue-buffer", "kv-cap", "inheritance", "aging"])
+def test_every_remedy_preset_has_a_baseline_without_its_remedy(name):
+    sc = load(name)
+    b = baseline(sc)
+    assert has_remedies(sc) and remedies(sc)
+    def physics(x):  # the key without the scenario's name, title and description
+        return x.model_copy(update={"name": "", "title": "", "description": ""}).key()
+
+    assert physics(b) == physics(load("classic-inversion"))
+
+
+def test_separate_replicas_baseline_is_one_shared_engine():
+    b = baseline(load("separate-replicas"))
+    assert b.replicas.count == 1 and b.replicas.routing == "shared" and b.replicas.pin is None
 
 
 def test_lessons_parse_in_order():
@@ -78,6 +85,5 @@ def test_lesson_claims_hold_and_load_reproduces_its_scenario(lesson):
     for claim in lesson.claims:
         ok, sentence = lessons.check(claim, results)
         assert ok, f"{lesson.slug}: {sentence}"
-    raw = load_raw(lesson.scenario)
-    values = {**codec.preset_values(raw), **lesson.load_values()}
-    assert codec.scenario(raw, values).key() == lesson.scenarios()[-1].key()
+    c = codec.Codec(load_raw(lesson.scenario))
+    assert c.scenario({**c.defaults, **lesson.load_values()}).key() == lesson.scenarios()[-1].key()
