@@ -34,7 +34,7 @@ viewstate.seed(range_params, defaults)
 
 with st.container(border=True):
     c1, c2, c3, c4, c5, c6 = st.columns([3, 2, 2, 2, 1.4, 1.4])
-    knob = KNOBS[c1.selectbox("Knob", list(KNOBS), format_func=lambda k: KNOBS[k].label, key="sw_knob",
+    knob = KNOBS[c1.selectbox("Knob", list(KNOBS), format_func=lambda k: KNOBS[k].short, key="sw_knob",
                               on_change=on_knob, help="; ".join(f"{k.label}: {k.help}" for k in KNOBS.values()))]
     cls = c2.selectbox("Class", classes, key="sw_cls", on_change=on_knob, disabled=not knob.per_class,
                        help="For a class's prompt cap, running cap or rate")

@@ -109,7 +109,7 @@ def p99_panels(table: pd.DataFrame, classes: list[str], x_label: str, slos: dict
             layout["annotations"].append(dict(text=f"SLO {slo:g} s", x=1.0, xref="paper", xanchor="left", xshift=6,
                                               y=slo, yref=ya, showarrow=False, font=dict(size=11, color=color)))
     xa, ya, y2 = f"x{_ax(rows)}", f"y{_ax(rows)}", f"y{rows + 1}"
-    layout[f"yaxis{rows + 1}"] = dict(anchor=xa, overlaying=ya, side="right", range=[0, 1.05], tickformat=".0%",
+    layout[f"yaxis{rows + 1}"] = dict(anchor=xa, overlaying=ya, side="right", rangemode="tozero", tickformat=".0%",
                                       showgrid=False, title=dict(text="share"))
     layout[f"yaxis{_ax(rows)}"]["title"] = dict(text="tok/s")
     cost = table.drop_duplicates(["value", "seed"]).groupby("value")

@@ -30,7 +30,8 @@ class Knob:
     """
 
     name: str
-    label: str
+    short: str  # for the picker
+    label: str  # for the axis
     unit: str
     per_class: bool
     integer: bool
@@ -82,21 +83,21 @@ class Knob:
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
-    Knob("reserve", "Token reserve (top priority)", "tokens", False, True, "low",
+    Knob("reserve", "Token reserve", "Token reserve (top priority)", "tokens", False, True, "low",
          "Tokens of every step's budget only the top class may use."),
-    Knob("kvres", "KV reserve (top priority)", "blocks", False, True, "low",
+    Knob("kvres", "KV reserve", "KV reserve (top priority)", "blocks", False, True, "low",
          "KV blocks only the top class may allocate."),
-    Knob("cap", "Prompt cap of a class", "tokens", True, True, "high",
+    Knob("cap", "Prompt cap (a class)", "Prompt cap of a class", "tokens", True, True, "high",
          "Longer prompts of the class are rejected or split (its 'Over the cap' setting)."),
-    Knob("running", "Running cap of a class", "requests", True, True, "high",
+    Knob("running", "Running cap (a class)", "Running cap of a class", "requests", True, True, "high",
          "At most this many requests of the class run at once."),
-    Knob("rate", "Arrival rate of a class", "req/s", True, False, "high",
+    Knob("rate", "Arrival rate (a class)", "Arrival rate of a class", "req/s", True, False, "high",
          "The class's mean arrival rate; the knee is the most it can send with the top class inside its SLO."),
-    Knob("load", "Total load", "×", False, False, "high",
+    Knob("load", "Total load", "Total load", "×", False, False, "high",
          "Every class's rate times this factor."),
-    Knob("budget", "Token budget per step", "tokens", False, True, "low",
+    Knob("budget", "Token budget", "Token budget per step", "tokens", False, True, "low",
          "max_num_batched_tokens."),
-    Knob("blocks", "KV cache size", "blocks", False, True, "low",
+    Knob("blocks", "KV cache size", "KV cache size", "blocks", False, True, "low",
          "kv.num_blocks: the knee is the smallest cache that keeps the top class inside its SLO."),
 )}
 

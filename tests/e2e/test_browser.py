@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, wait_idle
+from conftest import ROOT, full_shot, open_app, wait_idle
 from playwright.sync_api import expect
 
 from ui.text import seconds
@@ -22,12 +22,6 @@ PAGES = ["", "timeline", "p99", "compare", "workshop", "memory"]
 def p0_p99(page) -> str:
     card = page.get_by_test_id("stMetric").filter(has_text="P0 · P99 TTFT")
     return card.get_by_test_id("stMetricValue").inner_text().strip()
-
-
-def open_app(page, url: str) -> None:
-    page.goto(url)
-    page.wait_for_selector("[data-testid='stAppViewContainer']", state="attached", timeout=60_000)
-    wait_idle(page)
 
 
 def test_slider_changes_url_and_p0_p99(page, app_url, shots):
