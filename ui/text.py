@@ -62,7 +62,9 @@ class Kpi:
     label: str
     value: str
     delta: str | None
-    delta_color: str  # "inverse" when lower is better
+    delta_color: str  # "inverse" when lower is better; "orange" for a warning instead of a delta
+    arrow: str = "auto"  # "off" when the delta is a warning, not a change
+    help: str | None = None
 
 
 def _delta(cur: float | None, base: float | None, fmt) -> str | None:
@@ -80,25 +82,67 @@ def _pts(cur: float, base: float) -> str | None:
     return None if d == 0 else f"{d:+d} pts"
 
 
-KPI_FIELDS = [
-    ("ttft_p50", "P50 TTFT", seconds, "inverse"),
-    ("ttft_p99", "P99 TTFT", seconds, "inverse"),
-    ("tpot_p99", "P99 TPOT", millis, "inverse"),
-    ("slo_attainment", "SLO met", percent, "normal"),
-    ("inversion_s", "Inversion time", lambda x: f"{x:.1f} s", "inverse"),
-    ("blocked_s", "Blocked time", lambda x: f"{x:.1f} s", "inverse"),
+def _secs(x: float) -> str:
+    return f"{x:.1f} s"
+
+
+KPI_FIELDS = [  # (summary key, label, format, colour rule, shown as a card)
+    ("ttft_p99", "P99 TTFT", seconds, "inverse", True),
+    ("ttft_p50", "P50 TTFT", seconds, "inverse", True),
+    ("slo_attainment", "SLO met", percent, "normal", True),
+    ("inversion_s", "Inversion time", _secs, "inverse", True),
+    ("tpot_p99", "P99 TPOT", millis, "inverse", False),
+    ("blocked_s", "Blocked time", _secs, "inverse", False),
+    ("e2e_p99", "P99 end to end", seconds, "inverse", False),
 ]
 
 
-def class_kpis(name: str, cur: dict, base: dict | None) -> list[Kpi]:
-    """The metric cards of one class; `base` is the baseline's class summary (or None)."""
+def not_served(c: dict) -> int:
+    return int(c.get("rejected", 0)) + int(c.get("unfinished", 0))
+
+
+def turned_away(cur: dict, base: dict | None) -> str | None:
+    """"3 of 3 rejected" when more of the class's requests were rejected or left unfinished than in
+    the baseline: then its latencies are over fewer requests and no delta may look like a gain."""
+    if base is None or not_served(cur) <= not_served(base):
+        return None
+    parts = []
+    if cur.get("rejected", 0) > base.get("rejected", 0):
+        parts.append(f"{cur['rejected']:,} of {cur['n']:,} rejected")
+    if cur.get("unfinished", 0) > base.get("unfinished", 0):
+        parts.append(f"{cur['unfinished']:,} of {cur['n']:,} unfinished")
+    return ", ".join(parts)
+
+
+def class_kpis(name: str, cur: dict, base: dict | None, cards_only: bool = True) -> list[Kpi]:
+    """The metric cards of one class; `base` is the baseline's class summary (or None).
+
+    A class that lost requests to a cap (rejected) or to the run's end (unfinished) against the
+    baseline shows that, in orange, in place of every latency delta — never a green "improvement".
+    """
+    warn = turned_away(cur, base)
     out = []
-    for key, label, fmt, color in KPI_FIELDS:
+    for key, label, fmt, color, card in KPI_FIELDS:
+        if cards_only and not card:
+            continue
         v = cur.get(key)
+        shown = fmt(v) if v is not None else "–"
+        if warn:
+            out.append(Kpi(f"{name} · {label}", shown, warn, "orange", "off",
+                           "Compared with the baseline, fewer of this class's requests were served, so this "
+                           "number is over fewer requests: it is not an improvement."))
+            continue
         d = _delta(v, base.get(key), fmt) if base is not None else None
         if key == "slo_attainment" and d is not None:
             d = _pts(v, base[key])
-        out.append(Kpi(f"{name} · {label}", fmt(v) if v is not None else "–", d, color))
+        out.append(Kpi(f"{name} · {label}", shown, d, color))
+    n = not_served(cur)
+    d = None
+    if base is not None and n != not_served(base):
+        d = f"{n - not_served(base):+,}"
+    out.append(Kpi(f"{name} · Not served", f"{n:,} of {cur['n']:,}", d, "inverse",
+                   help=f"Rejected by a cap: {cur.get('rejected', 0):,}; unfinished when the run ended: "
+                        f"{cur.get('unfinished', 0):,} (of {cur['n']:,} measured requests)."))
     return out
 
 
@@ -106,7 +150,8 @@ def system_kpis(cur: dict, base: dict | None) -> list[Kpi]:
     rows = [("throughput_tok_s", "Throughput", lambda x: f"{x:,.0f} tok/s", "normal"),
             ("batch_fill", "Batch fill", percent, "normal"),
             ("kv_util_mean", "Mean KV use", percent, "normal"),
-            ("preemptions", "Preemptions", lambda x: f"{x:,}", "inverse")]
+            ("preemptions", "Preemptions", lambda x: f"{x:,}", "inverse"),
+            ("rejected", "Rejected", lambda x: f"{x:,}", "inverse")]
     out = []
     for key, label, fmt, color in rows:
         v = cur[key]
@@ -115,6 +160,23 @@ def system_kpis(cur: dict, base: dict | None) -> list[Kpi]:
             d = _pts(v, base[key]) if fmt is percent else _delta(v, base[key], fmt)
         out.append(Kpi(label, fmt(v), d, color))
     return out
+
+
+def details_table(summary: dict, base: dict | None) -> pd.DataFrame:
+    """Every per-class number (cards and the rest), with the baseline's beside it."""
+    rows = []
+    for name, c in summary["classes"].items():
+        b = base["classes"].get(name) if base else None
+        for key, label, fmt, _, _ in KPI_FIELDS:
+            row = {"class": name, "metric": label, "value": fmt(c[key]) if c.get(key) is not None else "–"}
+            if base is not None:
+                row["without remedies"] = fmt(b[key]) if b and b.get(key) is not None else "–"
+            rows.append(row)
+        row = {"class": name, "metric": "Rejected · unfinished", "value": f"{c['rejected']:,} · {c['unfinished']:,}"}
+        if base is not None:
+            row["without remedies"] = f"{b['rejected']:,} · {b['unfinished']:,}" if b else "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def top_reasons(waits: pd.DataFrame, priority: int, n: int = 3) -> list[tuple[str, float]]:
@@ -157,7 +219,9 @@ def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, bas
     if base is not None and base["classes"].get(top, {}).get("ttft_p99") is not None and c["ttft_p99"] is not None:
         b = base["classes"][top]["ttft_p99"]
         verb = "down from" if c["ttft_p99"] < b else "up from" if c["ttft_p99"] > b else "the same as"
-        parts.append(f"That is {verb} {seconds(b)} without the mitigations.")
+        parts.append(f"That is {verb} {seconds(b)} without the remedies.")
+        if warn := turned_away(c, base["classes"][top]):
+            parts[-1] = parts[-1][:-1] + f", but {warn} (not an improvement)."
     if c["blocked_s"] > 0:
         reasons = top_reasons(waits, c["priority"])
         if reasons:
@@ -175,8 +239,10 @@ def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, bas
             parts.append("No lower-priority request was admitted while it waited (no inversion).")
     else:
         parts.append("Its requests never waited.")
-    if summary["rejected"]:
-        parts.append(f"{summary['rejected']} requests were rejected by a cap.")
+    for name, k in classes.items():
+        if k.get("rejected"):
+            parts.append(f"{k['rejected']:,} of {plain(name)}'s {k['n']:,} requests were rejected by a cap "
+                         "(they are not in its latencies).")
     if summary["reserve_idle_token_frac"] > 0.001:
         parts.append(f"The strict reserve left {percent(summary['reserve_idle_token_frac'])} of the token budget idle.")
     return " ".join(parts)
@@ -219,10 +285,11 @@ def summary_table(summaries: dict[str, dict]) -> pd.DataFrame:
     rows: dict[str, dict[str, str]] = {}
     for label, s in summaries.items():
         for name, c in s["classes"].items():
-            for key, title, fmt, _ in KPI_FIELDS:
+            for key, title, fmt, _, _ in KPI_FIELDS:
                 v = c.get(key)
                 rows.setdefault(f"{name} {title}", {})[label] = fmt(v) if v is not None else "–"
         rows.setdefault("Throughput", {})[label] = f"{s['throughput_tok_s']:,.0f} tok/s"
         rows.setdefault("Batch fill", {})[label] = percent(s["batch_fill"])
-        rows.setdefault("Rejected", {})[label] = f"{s['rejected']}"
+        for name, c in s["classes"].items():
+            rows.setdefault(f"{name} rejected · unfinished", {})[label] = f"{c['rejected']:,} · {c['unfinished']:,}"
     return pd.DataFrame(rows).T

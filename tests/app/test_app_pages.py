@@ -222,3 +222,29 @@ def test_sweep_settings_from_the_link_are_checked():
     assert at.number_input(key="sw_to").value == 2048
     assert "“sw\\_knob”" in notes(at) and "“sw\\_pts”" in notes(at)
     assert "sw_knob" not in at.query_params and at.query_params["sw_to"] == "2048"
+
+
+def test_rejected_requests_never_look_like_an_improvement():
+    at = fresh(p2_cap="4096")  # reject mode: all of P2's documents are turned away
+    assert not at.exception
+    p2 = {m.label: m for m in at.metric if m.label.startswith("P2 · ")}
+    assert p2["P2 · Not served"].value == "4 of 4"
+    for label, m in p2.items():
+        if label != "P2 · Not served":
+            assert m.delta == "4 of 4 rejected", label
+    assert any("were rejected by a cap" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("preset, remedy", [("preempt", "policy preempt"),
+                                            ("separate-replicas", "2 replicas, pinned routing")])
+def test_remedy_presets_compare_against_the_same_traffic_without_their_remedy(preset, remedy):
+    at = fresh(preset=preset)
+    assert not at.exception
+    assert not [i for i in at.info if "No remedy" in i.value]
+    assert [m for m in at.metric if m.label == "P0 · P99 TTFT"][0].delta
+    assert any(remedy in c.value for c in at.caption)
+
+
+def test_the_scenario_description_is_shown():
+    at = fresh(preset="classic-inversion")
+    assert any("The seed article" in m.value for m in at.markdown)

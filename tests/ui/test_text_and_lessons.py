@@ -20,14 +20,41 @@ def test_seconds_three_significant_digits(x, want):
     assert text.seconds(x) == want
 
 
+def cls(**kw):
+    base = {"n": 10, "rejected": 0, "unfinished": 0, "ttft_p50": 1.0, "ttft_p99": 2.0, "tpot_p99": 0.05,
+            "slo_attainment": 0.9, "inversion_s": 0.0, "blocked_s": 3.0, "e2e_p99": 9.0}
+    return {**base, **kw}
+
+
 def test_kpi_deltas_use_ascii_sign_and_hide_no_change():
-    cur = {"ttft_p50": 1.0, "ttft_p99": 2.0, "tpot_p99": 0.05, "slo_attainment": 0.9, "inversion_s": 0.0,
-           "blocked_s": 3.0}
-    base = {**cur, "ttft_p99": 3.0, "slo_attainment": 0.8}
-    k = {x.label: x for x in text.class_kpis("P0", cur, base)}
-    assert k["P0 · P99 TTFT"].delta == "-1.00 s"
+    k = {x.label: x for x in text.class_kpis("P0", cls(), cls(ttft_p99=3.0, slo_attainment=0.8))}
+    assert list(k) == ["P0 · P99 TTFT", "P0 · P50 TTFT", "P0 · SLO met", "P0 · Inversion time", "P0 · Not served"]
+    assert k["P0 · P99 TTFT"].delta == "-1.00 s" and k["P0 · P99 TTFT"].delta_color == "inverse"
     assert k["P0 · SLO met"].delta == "+10 pts"
     assert k["P0 · Inversion time"].delta is None
+    assert k["P0 · Not served"].value == "0 of 10" and k["P0 · Not served"].delta is None
+
+
+def test_a_class_that_lost_requests_never_shows_an_improvement():
+    """A reject-mode cap: 3 of 3 documents rejected; P99 'drops' because nothing was served."""
+    cur = cls(n=3, rejected=3, ttft_p50=None, ttft_p99=None, slo_attainment=None, blocked_s=0.0)
+    base = cls(n=3, ttft_p99=40.0)
+    k = text.class_kpis("P2", cur, base)
+    for kpi in k[:-1]:
+        assert kpi.delta == "3 of 3 rejected" and kpi.delta_color == "orange" and kpi.arrow == "off", kpi
+    assert k[-1].label == "P2 · Not served" and k[-1].value == "3 of 3" and k[-1].delta == "+3"
+    half = text.class_kpis("P2", cls(n=4, rejected=2, ttft_p99=1.0), cls(n=4, ttft_p99=40.0))
+    assert half[0].value == "1.00 s" and half[0].delta == "2 of 4 rejected"
+    late = text.class_kpis("P1", cls(unfinished=5), cls())
+    assert late[0].delta == "5 of 10 unfinished"
+    assert text.class_kpis("P2", cur, cur)[0].delta is None  # same losses as the baseline: no warning
+
+
+def test_what_happened_says_rejections_are_not_an_improvement():
+    res = simulate(load("default", {"classes.P0.caps.max_prompt_tokens": 1000}))
+    base = simulate(load("default")).summary
+    para = text.what_happened(res.summary, res.waits, res.holders, base)
+    assert "rejected (not an improvement)" in para and "were rejected by a cap" in para
 
 
 def test_what_happened_names_reasons_and_holders():
