@@ -90,7 +90,7 @@ KPI_FIELDS = [  # (summary key, label, format, colour rule, shown as a card)
     ("ttft_p99", "P99 TTFT", seconds, "inverse", True),
     ("ttft_p50", "P50 TTFT", seconds, "inverse", True),
     ("slo_attainment", "SLO met", percent, "normal", True),
-    ("inversion_s", "Inversion time", _secs, "inverse", True),
+    ("inversion_s", "Inversion", _secs, "inverse", True),
     ("tpot_p99", "P99 TPOT", millis, "inverse", False),
     ("blocked_s", "Blocked time", _secs, "inverse", False),
     ("e2e_p99", "P99 end to end", seconds, "inverse", False),
@@ -140,14 +140,14 @@ def class_kpis(name: str, cur: dict, base: dict | None, cards_only: bool = True)
     d = None
     if base is not None and n != not_served(base):
         d = f"{n - not_served(base):+,}"
-    out.append(Kpi(f"{name} · Not served", f"{n:,} of {cur['n']:,}", d, "inverse",
-                   help=f"Rejected by a cap: {cur.get('rejected', 0):,}; unfinished when the run ended: "
-                        f"{cur.get('unfinished', 0):,} (of {cur['n']:,} measured requests)."))
+    out.append(Kpi(f"{name} · Not served", f"{n:,}", d, "inverse",
+                   help=f"Of {cur['n']:,} measured requests: {cur.get('rejected', 0):,} rejected by a cap, "
+                        f"{cur.get('unfinished', 0):,} unfinished when the run ended."))
     return out
 
 
 def system_kpis(cur: dict, base: dict | None) -> list[Kpi]:
-    rows = [("throughput_tok_s", "Throughput", lambda x: f"{x:,.0f} tok/s", "normal"),
+    rows = [("throughput_tok_s", "Throughput (tok/s)", lambda x: f"{x:,.0f}", "normal"),
             ("batch_fill", "Batch fill", percent, "normal"),
             ("kv_util_mean", "Mean KV use", percent, "normal"),
             ("preemptions", "Preemptions", lambda x: f"{x:,}", "inverse"),

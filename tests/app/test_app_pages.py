@@ -153,11 +153,13 @@ def test_reset_returns_to_the_preset():
 def test_workshop_load_scenario_sets_the_sidebar():
     at = fresh()
     at.switch_page("pages/workshop.py").run()
+    at.radio(key="lesson").set_value("04-kv-caps").run()
     at.button(key="ws_load_04-kv-caps").click().run()
     assert not at.exception
     assert at.selectbox(key="preset").value == "classic-inversion"
     assert at.number_input(key="p2_cap").value == 8192
     assert at.radio(key="p2_over").value == "split"
+    at.radio(key="lesson").set_value("06-separate-replicas").run()
     at.button(key="ws_load_06-separate-replicas").click().run()
     assert at.number_input(key="reps").value == 2
     assert at.text_input(key="p2_pin").value == "1"
@@ -228,7 +230,7 @@ def test_rejected_requests_never_look_like_an_improvement():
     at = fresh(p2_cap="4096")  # reject mode: all of P2's documents are turned away
     assert not at.exception
     p2 = {m.label: m for m in at.metric if m.label.startswith("P2 · ")}
-    assert p2["P2 · Not served"].value == "4 of 4"
+    assert p2["P2 · Not served"].value == "4"
     for label, m in p2.items():
         if label != "P2 · Not served":
             assert m.delta == "4 of 4 rejected", label
@@ -248,3 +250,54 @@ def test_remedy_presets_compare_against_the_same_traffic_without_their_remedy(pr
 def test_the_scenario_description_is_shown():
     at = fresh(preset="classic-inversion")
     assert any("The seed article" in m.value for m in at.markdown)
+
+
+def test_compare_follows_the_sidebar_and_refuses_duplicate_names():
+    at = on_page("pages/compare.py")
+    assert not at.exception
+    assert any("**Policy:** fcfs" in m.value for m in at.markdown)
+    at.selectbox(key="policy").set_value("backfill").run()  # the first column follows the sidebar
+    assert any("**Policy:** backfill" in m.value for m in at.markdown)
+    at.switch_page("pages/playground.py").run()
+    at.slider(key="reserve").set_value(512).run()
+    at.switch_page("pages/compare.py").run()  # ... after leaving and coming back too
+    assert any("**Token reserve:** 512" in m.value for m in at.markdown)
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["Sidebar", "Priority", "Priority + reserve"]
+    at.text_input(key="c3_name").set_value("Priority").run()
+    assert at.text_input(key="c3_name").value == "Priority + reserve"
+    assert any("already the name of another column" in e.value for e in at.error)
+    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Priority + reserve"]
+    at.text_input(key="c3_name").set_value("Sidebar").run()
+    assert at.text_input(key="c3_name").value == "Priority + reserve"
+    at.text_input(key="c3_name").set_value("Mine").run()
+    assert not at.error and list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Mine"]
+
+
+def test_compare_configurations_come_from_the_link():
+    at = on_page("pages/compare.py", cmp_n="2", c2_name="Buffer", c2_pol="backfill", c2_res="2048")
+    assert not at.exception and not notes(at)
+    assert at.radio(key="cmp_n").value == 2 and at.text_input(key="c2_name").value == "Buffer"
+    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Buffer"]
+    dup = on_page("pages/compare.py", c2_name="Sidebar")
+    assert dup.text_input(key="c2_name").value == "Priority" and "already the name" in notes(dup)
+
+
+def share_link(at: AppTest) -> str:
+    codes = [c.value for c in at.code if "://" in c.value]
+    assert len(codes) == 1, codes
+    return codes[0]
+
+
+def test_share_links_carry_the_page_and_its_view():
+    at = on_page("pages/p99.py", sw_knob="cap", sw_pts="4", policy="priority")
+    link = share_link(at)
+    assert "/p99?" in link and "policy=priority" in link and "sw_knob=cap" in link and "sw_pts=4" in link
+    at.number_input(key="sw_seeds").set_value(2).run()
+    assert "sw_seeds=2" in share_link(at) and at.query_params["sw_seeds"] in ("2", ["2"])
+    ws = on_page("pages/workshop.py", lesson="04-kv-caps")
+    assert ws.radio(key="lesson").value == "04-kv-caps" and "/workshop?lesson=04-kv-caps" in share_link(ws)
+    cmp = on_page("pages/compare.py", c2_name="Buffer", c2_res="2048")
+    assert "/compare?" in share_link(cmp) and "c2_name=Buffer" in share_link(cmp) and "c2_res=2048" in share_link(cmp)
+    home = fresh(reserve="512")
+    assert share_link(home).endswith("/?reserve=512")

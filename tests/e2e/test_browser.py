@@ -66,8 +66,7 @@ def test_reset_clears_the_link(page, app_url):
 
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_renders(page, app_url, shots, path):
-    page.set_viewport_size({"width": 1440, "height": 2200})  # Streamlit scrolls inside; show more of it
     open_app(page, f"{app_url}/{path}")
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stSidebar").get_by_text("Scenario", exact=True)).to_have_count(1)
-    page.screenshot(path=str(shots / f"page_{path or 'playground'}.png"), full_page=True)
+    full_shot(page, shots / f"page_{path or 'playground'}.png")

@@ -28,11 +28,11 @@ def cls(**kw):
 
 def test_kpi_deltas_use_ascii_sign_and_hide_no_change():
     k = {x.label: x for x in text.class_kpis("P0", cls(), cls(ttft_p99=3.0, slo_attainment=0.8))}
-    assert list(k) == ["P0 · P99 TTFT", "P0 · P50 TTFT", "P0 · SLO met", "P0 · Inversion time", "P0 · Not served"]
+    assert list(k) == ["P0 · P99 TTFT", "P0 · P50 TTFT", "P0 · SLO met", "P0 · Inversion", "P0 · Not served"]
     assert k["P0 · P99 TTFT"].delta == "-1.00 s" and k["P0 · P99 TTFT"].delta_color == "inverse"
     assert k["P0 · SLO met"].delta == "+10 pts"
-    assert k["P0 · Inversion time"].delta is None
-    assert k["P0 · Not served"].value == "0 of 10" and k["P0 · Not served"].delta is None
+    assert k["P0 · Inversion"].delta is None
+    assert k["P0 · Not served"].value == "0" and k["P0 · Not served"].delta is None
 
 
 def test_a_class_that_lost_requests_never_shows_an_improvement():
@@ -42,7 +42,7 @@ def test_a_class_that_lost_requests_never_shows_an_improvement():
     k = text.class_kpis("P2", cur, base)
     for kpi in k[:-1]:
         assert kpi.delta == "3 of 3 rejected" and kpi.delta_color == "orange" and kpi.arrow == "off", kpi
-    assert k[-1].label == "P2 · Not served" and k[-1].value == "3 of 3" and k[-1].delta == "+3"
+    assert k[-1].label == "P2 · Not served" and k[-1].value == "3" and k[-1].delta == "+3" and "3 rejected" in k[-1].help
     half = text.class_kpis("P2", cls(n=4, rejected=2, ttft_p99=1.0), cls(n=4, ttft_p99=40.0))
     assert half[0].value == "1.00 s" and half[0].delta == "2 of 4 rejected"
     late = text.class_kpis("P1", cls(unfinished=5), cls())
