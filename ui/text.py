@@ -248,8 +248,19 @@ def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, bas
     return " ".join(parts)
 
 
-def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame) -> list[str]:
-    """One sentence per step of a request's life, in time order (markdown)."""
+def _ahead_text(g: pd.DataFrame, limit: int = 5) -> str:
+    """"#25 P1 at 9.21 s (needed 13 blocks; this one needed 375), …" for admissions ahead."""
+    named = [f"#{o} {plain(c)} at {t:.2f} s (needed {n:,} blocks" + (f"; this one needed {m:,})" if m >= 0 else ")")
+             for o, c, t, n, m in zip(g["overtaker"], g["overtaker_class"], g["t_s"], g["overtaker_need_blocks"],
+                                      g["need_blocks"])]
+    more = len(named) - limit
+    return ", ".join(named[:limit]) + (f" and {more} more (table below)" if more > 0 else "")
+
+
+def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame,
+                  got_ahead: pd.DataFrame | None = None) -> list[str]:
+    """One sentence per step of a request's life, in time order (markdown); `got_ahead` (from
+    `ui.inversions.ahead`) names the lower-priority requests admitted while it waited."""
     rid = int(req["id"])
     lines = [f"t = {req['arrival_s']:.2f} s: request #{rid} ({plain(req['class'])}, priority {req['priority']}) "
              f"arrives with {req['prompt_tokens']:,} prompt tokens and will write {req['output_tokens']:,}."]
@@ -265,6 +276,12 @@ def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame) ->
             s += "; biggest holders " + ", ".join(f"#{r} {plain(c)} ({b} blocks)" for r, c, b in top)
         if w.eta_s == w.eta_s:
             s += f"; enough blocks expected in ~{w.eta_s:.1f} s"
+        if got_ahead is not None:
+            g = got_ahead[(got_ahead["request"] == rid) & (got_ahead["t_s"] >= w.start_s)
+                          & (got_ahead["t_s"] <= w.end_s)]
+            if len(g):
+                s += (f". **Meanwhile {len(g)} lower-priority request{'s were' if len(g) > 1 else ' was'} admitted "
+                      f"ahead of it**: {_ahead_text(g)}")
         lines.append(s + ".")
     if pd.notna(req["first_token_s"]):
         lines.append(f"t = {req['first_token_s']:.2f} s: first token (TTFT {req['ttft_s']:.3f} s).")

@@ -19,15 +19,17 @@ class ReasonLook:
     explain: str  # the engine's full sentence
 
 
+# Warm and neutral hues only: the classes own red, blue and purple (ui.figures.CLASS_COLORS),
+# so a waiting bar never reads as a class.
 _COLORS_AND_PHRASES: dict[Reason, tuple[str, str]] = {
-    Reason.NONE: ("#afb8c1", "no recorded reason"),
-    Reason.KV_SHORT: ("#d1242f", "not enough free KV blocks"),
-    Reason.TOKEN_BUDGET: ("#d4a72c", "the step's token budget was used up"),
-    Reason.MAX_SEQS: ("#8250df", "too many requests already running"),
-    Reason.HEAD_OF_LINE: ("#fb8f44", "queued behind a request that does not fit"),
-    Reason.RESERVE: ("#6e7781", "what was left was reserved"),
-    Reason.CLASS_CAP: ("#0550ae", "its class was at a cap"),
-    Reason.PREEMPTED: ("#82071e", "evicted and waiting to come back"),
+    Reason.NONE: ("#adb5bd", "no recorded reason"),
+    Reason.KV_SHORT: ("#e8590c", "not enough free KV blocks"),
+    Reason.TOKEN_BUDGET: ("#94d82d", "the step's token budget was used up"),
+    Reason.MAX_SEQS: ("#20c997", "too many requests already running"),
+    Reason.HEAD_OF_LINE: ("#fab005", "queued behind a request that does not fit"),
+    Reason.RESERVE: ("#868e96", "what was left was reserved"),
+    Reason.CLASS_CAP: ("#66d9e8", "its class was at a cap"),
+    Reason.PREEMPTED: ("#8d5524", "evicted and waiting to come back"),
 }
 
 REASONS: dict[Reason, ReasonLook] = {

@@ -177,11 +177,28 @@ def test_workshop_reveal_after_run():
 
 
 def test_timeline_story_of_a_picked_request():
-    at = fresh()
-    at.switch_page("pages/timeline.py").run()
-    at.selectbox(key="tl_pick").select_index(0).run()
+    at = on_page("pages/timeline.py", preset="classic-inversion")
     assert not at.exception
-    assert any("arrives with" in m.value for m in at.markdown)
+    at.selectbox(key="tl_req").select_index(1).run()
+    assert not at.exception
+    story = " ".join(m.value for m in at.markdown)
+    assert "arrives with" in story and "admitted ahead of it" in story and "biggest holders" in story
+    assert at.query_params["tl_req"] not in ("-1", None)
+
+
+def test_timeline_view_comes_from_the_link_and_goes_back_into_it():
+    at = on_page("pages/timeline.py", preset="classic-inversion", tl_show="all", tl_cls="P0,P1", tl_from="10",
+                 tl_to="40", tl_req="48")
+    assert not at.exception and not notes(at)
+    assert at.radio(key="tl_show").value == "all" and at.multiselect(key="tl_cls").value == ["P0", "P1"]
+    assert at.slider(key="tl_window").value == (10.0, 40.0) and at.selectbox(key="tl_req").value == 48
+    link = share_link(at)
+    for part in ("/timeline?", "tl_show=all", "tl_cls=P0%2CP1", "tl_from=10", "tl_to=40", "tl_req=48"):
+        assert part in link, (part, link)
+    bad = on_page("pages/timeline.py", tl_cls="P9", tl_to="1e400", tl_req="99999")
+    assert not bad.exception
+    assert "“tl\\_cls”" in notes(bad) and "“tl\\_to”" in notes(bad) and "“tl\\_req”" in notes(bad)
+    assert bad.multiselect(key="tl_cls").value == ["P0", "P1", "P2"]
 
 
 def run_until_swept(at: AppTest, timeout_s: float = 120.0) -> AppTest:
