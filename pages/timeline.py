@@ -9,8 +9,8 @@ from ui.state import current
 
 lab = current()
 sc, res = lab.scenario, lab.result
-layout.header(lab, "Inversion timeline", "Top-priority requests first; dashed lines drop to whoever was admitted "
-                                         "ahead of them, dotted ones to the KV holders they waited on")
+layout.header(lab, "Inversion timeline", "Top-priority requests first; thin grey lines drop to whoever was admitted "
+                                         "ahead of them, dotted red ones to the KV holders they waited on")
 classes = res.class_names
 req = res.requests
 t_end = round(float(max(res.summary["sim_time_s"], 1.0)), 2)

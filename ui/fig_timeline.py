@@ -4,7 +4,7 @@ Three panels on one time axis:
 1. Lanes. Top-priority requests first, labelled "#id class" in the class colour. On each lane a
    thin line spans the request's life and a bar in its class colour shows it running; waits are
    thicker bars coloured by reason (`ui.vocab`), and inversion steps are a dark stripe drawn on
-   top of them. A dashed connector drops from a waiting lane to every lower-priority request
+   top of them. A thin connector drops from a waiting lane to every lower-priority request
    admitted in that step (in the story view they share one lane per class, a tick each); a dotted
    one to the KV holders the wait saw.
 2. Inversion seconds per second, by class (how many of its requests were inverted at once).
@@ -24,9 +24,11 @@ from .inversions import Lane
 from .vocab import look, shown
 
 INVERSION_COLOR = "#1f2328"
-CONNECTOR = "rgba(31,35,40,0.45)"
+CONNECTOR = "rgba(31,35,40,0.22)"
 LANE_PX, STRIP_PX, KV_PX, GAP_PX = 20, 120, 200, 46
 MAX_KV_POINTS = 3000
+MAX_SVG_MARKERS = 1500
+MAX_LANES_PX = 1400  # beyond this the lanes get thinner (and unlabelled below 11 px)
 
 
 def _segments(x0, x1, y) -> tuple[np.ndarray, np.ndarray]:
@@ -47,8 +49,15 @@ def _verticals(x, y0, y1) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _line(xs, ys, name, color, width, *, legend=True, group=None, dash=None) -> dict:
-    return dict(type="scattergl", x=xs, y=ys, mode="lines", name=name, showlegend=legend, legendgroup=group,
+    """A NaN-separated polyline: one SVG path whatever the number of segments (measured faster to
+    draw than WebGL here, where Chromium often has no GPU)."""
+    return dict(type="scatter", x=xs, y=ys, mode="lines", name=name, showlegend=legend, legendgroup=group,
                 hoverinfo="skip", line=dict(color=color, width=width, **({"dash": dash} if dash else {})))
+
+
+def _markers(n: int) -> str:
+    """SVG draws one element per marker: many markers go to WebGL instead."""
+    return "scattergl" if n > MAX_SVG_MARKERS else "scatter"
 
 
 def _blocks(n) -> str:
@@ -115,13 +124,13 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         a = got_ahead[ok]
         ty = np.array([t for t in target if t is not None], dtype=float)
         xs, ys = _verticals(a["t_s"], a["request"].map(y_of), ty)
-        data.append(_line(xs, ys, "admitted ahead (connector)", CONNECTOR, 1, dash="dash"))
+        data.append(_line(xs, ys, "admitted ahead (connector)", CONNECTOR, 1))
         ticks = a.assign(y=ty).groupby(["overtaker", "t_s", "y"], as_index=False).agg(
             cls=("overtaker_class", "first"), need=("overtaker_need_blocks", "first"),
             who=("request", lambda s: ", ".join(f"#{i}" for i in sorted(set(s)))),
             their=("need_blocks", "max"))
         data.append(dict(
-            type="scattergl", x=ticks["t_s"], y=ticks["y"], mode="markers", name="admitted ahead",
+            type=_markers(len(ticks)), x=ticks["t_s"], y=ticks["y"], mode="markers", name="admitted ahead",
             marker=dict(symbol="line-ns-open", size=13, line=dict(width=2),
                         color=[class_color(classes, c) for c in ticks["cls"]]),
             text=[f"<b>#{o} {c}</b> admitted at {t:.2f} s needing {_blocks(n)}<br>ahead of {who} "
@@ -133,7 +142,7 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         h = held[hy.notna()]
         if len(h):
             xs, ys = _verticals(h["start_s"], h["request"].map(y_of), h["holder"].map(y_of))
-            data.append(_line(xs, ys, "waited on (KV holder)", "rgba(87,96,106,0.55)", 1.2, dash="dot"))
+            data.append(_line(xs, ys, "waited on (KV holder)", "rgba(207,34,46,0.55)", 1.4, dash="dot"))
 
     # 3. hover: one invisible marker per wait segment (who held KV, who got in ahead meanwhile);
     #    a diamond where inversion starts on a lane (thinned to one per ~1/400 of the window)
@@ -142,13 +151,14 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
     if len(ep):
         quantum = max((hi - lo) / 400.0, 1e-9)
         d = ep.assign(slot=np.floor(ep["start_s"] / quantum)).drop_duplicates(["request", "slot"])
-        data.append(dict(type="scattergl", x=d["start_s"], y=d["request"].map(y_of), mode="markers",
+        data.append(dict(type=_markers(len(d)), x=d["start_s"], y=d["request"].map(y_of), mode="markers",
                          marker=dict(symbol="diamond", size=7, color=INVERSION_COLOR), hoverinfo="skip",
                          legendgroup="inversion", name="inversion: a lower-priority request admitted"))
 
     # layout: three panels on one x axis
     n = max(len(lanes), 1)
-    lane_h = max(200, LANE_PX * n)
+    lane_h = max(200, min(LANE_PX * n, MAX_LANES_PX))
+    labelled = lane_h / n >= 11
     height_px = lane_h + STRIP_PX + KV_PX + 2 * GAP_PX
     doms = []
     top = 1.0
@@ -162,9 +172,10 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         margin=dict(l=10, r=10, t=30, b=10),
         legend=dict(orientation="h", yanchor="top", y=-0.02 - 90 / (height_px + 110), xanchor="left", x=0),
         xaxis=dict(anchor="y", domain=[0, 1], range=[lo, hi], showticklabels=False),
-        yaxis=dict(anchor="x", domain=list(doms[0]), tickvals=[-k for k in range(len(lanes))], ticktext=ticktext,
-                   range=[-(n - 0.5), 0.5], showgrid=False, zeroline=False, tickfont=dict(size=11),
-                   fixedrange=True),
+        yaxis=dict(anchor="x", domain=list(doms[0]), range=[-(n - 0.5), 0.5], showgrid=False, zeroline=False,
+                   fixedrange=True, **(dict(tickvals=[-k for k in range(len(lanes))], ticktext=ticktext,
+                                            tickfont=dict(size=11)) if labelled else
+                                       dict(showticklabels=False, title=dict(text=f"{len(lanes)} requests")))),
         xaxis2=dict(anchor="y2", domain=[0, 1], matches="x", showticklabels=False),
         yaxis2=dict(anchor="x2", domain=list(doms[1]), rangemode="tozero", title=dict(text="inverted")),
         xaxis3=dict(anchor="y3", domain=[0, 1], matches="x", title=dict(text="time (s)")),
@@ -248,6 +259,6 @@ def _wait_hover(w: pd.DataFrame, requests: pd.DataFrame, held: pd.DataFrame, got
             more = f"<br>… and {len(got) - 5} more" if len(got) > 5 else ""
             lines.append(f"{len(got)} lower-priority admitted ahead meanwhile:<br>" + "<br>".join(got[:5]) + more)
         text.append("<br>".join(lines))
-    return dict(type="scattergl", x=(w["start_s"] + w["end_s"]) / 2, y=w["request"].map(y_of), mode="markers",
+    return dict(type=_markers(len(w)), x=(w["start_s"] + w["end_s"]) / 2, y=w["request"].map(y_of), mode="markers",
                 marker=dict(size=12, opacity=0), text=text, customdata=w["request"],
                 hovertemplate="%{text}<extra></extra>", showlegend=False, name="hover")
