@@ -320,13 +320,15 @@ def parse_yaml(text: str, origin: str = "scenario") -> dict[str, Any]:
 
 
 def resolve_path(name_or_path: str) -> Path:
-    """A shipped scenario name (`default`) or a path to a YAML file."""
+    """A shipped scenario name (`default`), a benchmark's (`stress-100k`, in `scenarios/bench/`,
+    which the app does not list: too big for it), or a path to a YAML file."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
-    shipped = SCENARIO_DIR / f"{name_or_path}.yaml"
-    if shipped.exists():
-        return shipped
+    for folder in (SCENARIO_DIR, SCENARIO_DIR / "bench"):
+        shipped = folder / f"{name_or_path}.yaml"
+        if shipped.exists():
+            return shipped
     raise ScenarioError(f"no scenario {name_or_path!r}: use one of {', '.join(scenario_names())} or a .yaml path")
 
 

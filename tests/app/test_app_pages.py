@@ -318,3 +318,16 @@ def test_share_links_carry_the_page_and_its_view():
     assert "/compare?" in share_link(cmp) and "c2_name=Buffer" in share_link(cmp) and "c2_res=2048" in share_link(cmp)
     home = fresh(reserve="512")
     assert share_link(home).endswith("/?reserve=512")
+
+
+def test_every_preset_the_app_lists_runs_within_its_limit():
+    from engine import load, scenario_names
+    from ui.limits import why_not
+
+    names = scenario_names()
+    assert "stress-100k" not in names  # a benchmark (scenarios/bench/): the CLI runs it, the app does not list it
+    for name in names:
+        assert why_not(load(name)) is None, name
+    at = fresh()
+    assert at.selectbox(key="preset").options == names
+    assert load("stress-100k").name == "stress-100k"  # still found by name, for `python -m engine bench`
