@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import streamlit as st
 
 from engine import ScenarioError, TraceError, scenario_names, to_yaml
-from engine.scenario import Scenario, load_raw
+from engine.scenario import load_raw
 
 from . import codec as codec_mod
 from . import limits, links, runs, uploads
@@ -216,15 +216,17 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     if msg := ss.get(REVERT):
         sb.error(msg, icon=":material/undo:")
     values = _controls(c)
-    sc = _run(c, values, eager)
+    sc, res = _run(c, values, eager)
     ss[RAN] = values
     lab = Lab(preset, c.raw, c, values, sc, c.encode(values, preset), uploaded,
               notes=list(ss.get(LINK_NOTES, [])))
+    if res is not None:
+        lab.result = res  # already fetched: the page does not unpickle it again
     _files(lab)
     return lab, share_box
 
 
-def _run(c: Codec, values: dict, eager: bool) -> Scenario:
+def _run(c: Codec, values: dict, eager: bool):
     """The controls' scenario (and, if `eager`, its run); if it cannot run, go back to the last
     values that ran."""
     ss = st.session_state
@@ -232,9 +234,7 @@ def _run(c: Codec, values: dict, eager: bool) -> Scenario:
         sc = c.scenario(values)
         reason = limits.why_not(sc)
         if reason is None:
-            if eager:
-                runs.result(sc)
-            return sc
+            return sc, (runs.result(sc) if eager else None)
     except (ScenarioError, TraceError) as err:
         reason = str(err)
     ran = ss.get(RAN) or c.defaults

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ class Lab:
     def note(self, lines: list[str]) -> None:
         self.notes.extend(lines)
 
-    @property
+    @cached_property
     def result(self) -> Result:
         """The scenario's run (cached across sessions). Fetched on first use, so a page that
         only sweeps never waits for it."""

@@ -95,6 +95,7 @@ def share_link(page) -> str:
     ("/p99?sw_knob=cap&sw_pts=4&sw_seeds=1&policy=priority", "sw_knob", ".st-key-sw_knob"),
     ("/compare?cmp_n=2&c2_name=Buffer&c2_res=2048", "c2_name", ".st-key-c2_name"),
     ("/workshop?lesson=04-kv-caps", "lesson", ".st-key-lesson"),
+    ("/timeline?preset=classic-inversion&tl_show=all&tl_from=10&tl_to=40&tl_req=48", "tl_req", ".st-key-tl_req"),
 ])
 def test_a_share_link_reopens_the_same_view(browser, app_url, path, key, check):
     first = browser.new_page(viewport={"width": 1280, "height": 1000})
