@@ -3,6 +3,8 @@
     python3 tasks.py app    # create .venv, install requirements, run the app on the default scenario
     python3 tasks.py test   # create .venv, install test requirements (+ chromium), run every test
     python3 tasks.py bench  # the speed benchmark (python -m engine bench)
+    python3 tasks.py fidelity          # install vLLM 0.33.0 into .venv-vllm, re-record the corpus, compare
+    python3 tasks.py fidelity compare  # compare the stored corpus with the engine only (no vLLM)
 
 Installs are skipped when the requirements files have not changed since the last install.
 """
@@ -21,6 +23,9 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 CHROMIUM = "/usr/bin/chromium"
+VLLM_VENV = ROOT / ".venv-vllm"  # vLLM and torch (~9 GB): never in .venv, never a requirement
+VLLM_PY = VLLM_VENV / "bin" / "python"
+VLLM_PIN = "vllm==0.33.0"
 
 
 def sh(*cmd: str, **kw) -> None:
@@ -36,7 +41,8 @@ def ensure_venv(req: str) -> None:
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
     if stamp.exists() and stamp.read_text() == digest:
         return
-    sh(str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(ROOT / req))
+    reqs = [a for f in dict.fromkeys(files) for a in ("-r", str(f))]
+    sh(str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *reqs)
     stamp.write_text(digest)
 
 
@@ -53,6 +59,32 @@ def ensure_chromium() -> None:
               "(they fail instead when CI=true)", flush=True)
 
 
+def ensure_vllm_venv() -> None:
+    """`.venv-vllm` with vLLM 0.33.0 from PyPI (it pins torch 2.14.0 and pulls the CUDA wheels;
+    the scheduler runs on CPU). Skipped once installed."""
+    if not VLLM_PY.exists():
+        venv.create(VLLM_VENV, with_pip=True)
+    stamp = VLLM_VENV / ".installed"
+    if stamp.exists() and stamp.read_text() == VLLM_PIN:
+        return
+    sh(str(VLLM_PY), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off", VLLM_PIN)
+    stamp.write_text(VLLM_PIN)
+
+
+def fidelity(argv: list[str]) -> int:
+    """Re-record the differential corpus with vLLM's own scheduler, then replay it on the engine."""
+    if argv[:1] != ["compare"]:
+        ensure_vllm_venv()
+        env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
+        rc = subprocess.call([str(VLLM_PY), "-m", "fidelity.record", *argv], cwd=ROOT, env=env)
+        if rc:
+            return rc
+    else:
+        argv = argv[1:]
+    ensure_venv("requirements.txt")
+    return subprocess.call([str(PY), "-m", "fidelity.replay", "--show", "1", *argv], cwd=ROOT)
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "help"
     if cmd == "app":
@@ -65,6 +97,8 @@ def main(argv: list[str]) -> int:
     if cmd == "bench":
         ensure_venv("requirements.txt")
         return subprocess.call([str(PY), "-m", "engine", "bench", *argv[1:]], cwd=ROOT)
+    if cmd == "fidelity":
+        return fidelity(argv[1:])
     print(__doc__)
     return 0 if cmd == "help" else 2
 

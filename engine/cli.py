@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .metrics import clean
-from .scenario import ScenarioError, load, parse_assignment, scenario_names
+from .scenario import ScenarioError, bench_names, load, parse_assignment, scenario_names
 from .traces import TraceError
 
 
@@ -93,8 +93,9 @@ def format_summary(s: dict) -> str:
 
 def _list(args) -> int:
     for name in scenario_names():
-        sc = load(name)
-        print(f"{name:<22} {sc.title}")
+        print(f"{name:<22} {load(name).title}")
+    for name in bench_names():
+        print(f"{name:<22} {load(name).title} (CLI only)")
     return 0
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .memory import MemoryBreakdown
 from .scenario import Cost
 
@@ -34,6 +36,15 @@ class StepCost:
         flops = self.flops_per_token * tokens + self.attn_flops_per_unit * attn_units
         moved = self.weight_bytes + self.kv_bytes_per_token * (context_tokens + tokens)
         return max(flops / self.flops_rate, moved / self.bytes_rate) + self.overhead_s
+
+    def many(self, tokens: int, attn_units: np.ndarray, context_tokens: np.ndarray) -> np.ndarray:
+        """Step times of several steps with the same token count: the same float operations as
+        calling the step cost once per step, so a run of steps takes exactly as long."""
+        if self.fixed_s is not None:
+            return np.full(len(context_tokens), self.fixed_s)
+        flops = self.flops_per_token * tokens + self.attn_flops_per_unit * attn_units
+        moved = self.weight_bytes + self.kv_bytes_per_token * (context_tokens + tokens)
+        return np.maximum(flops / self.flops_rate, moved / self.bytes_rate) + self.overhead_s
 
     def parts(self, tokens: int, attn_units: float, context_tokens: int) -> dict[str, float]:
         """Compute and memory time separately (for the GPU & memory page)."""

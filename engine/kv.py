@@ -1,9 +1,16 @@
 """The KV block pool: how many blocks each class holds, and who may take more.
 
-Three limits stack (DESIGN §2): the whole pool (`capacity`), the top-priority reserve
-(`p0_kv_reserve`: blocks only the top class may allocate, so everyone else shares
-`capacity − reserve`), and per-class caps (`caps.max_kv_blocks`). vLLM's `watermark` applies only
-to admissions of waiting requests while something is running.
+Three limits stack (DESIGN §2), always checked in this order:
+1. the class's cap (`caps.max_kv_blocks`) → `class_cap`;
+2. the whole pool (`capacity`, minus vLLM's watermark when admitting while something runs)
+   → `kv_short`;
+3. the top-priority reserve (`p0_kv_reserve`: blocks only the top class may allocate, so every
+   other class shares `capacity − reserve`) → `reserve`.
+
+The rule is written here once, in two shapes side by side: `shortfall` for one request (the
+scheduler's loops) and `shortfall_many` for a whole queue at once (vectorised; the pool state may
+differ per row, which is how `reasons_at_turn` labels requests as they stood at their turn in a
+walk). A test checks that the two shapes agree.
 
 The pool counts blocks per class; which request holds how many follows from its progress
 (`RunningSet.held`). The counts are plain Python ints: the scheduler asks about one request or
@@ -17,6 +24,7 @@ import numpy as np
 from .reasons import Reason
 
 UNLIMITED = np.iinfo(np.int64).max // 4
+_NONE, _CAP, _SHORT, _RESERVE = int(Reason.NONE), int(Reason.CLASS_CAP), int(Reason.KV_SHORT), int(Reason.RESERVE)
 
 
 class KVPool:
@@ -50,23 +58,65 @@ class KVPool:
         cap = self.capacity if self._top[c] else self.capacity - self.reserve
         return int(min(cap, self._caps[c]))
 
-    def shortfall(self, c: int, need: int, watermark: bool = False) -> Reason:
-        """Why `need` more blocks for class c do not fit now (Reason.NONE if they do)."""
+    # -- the rule, for one request ----------------------------------------------------------
+    def shortfall(self, c: int, need: int, watermark: bool = False, freed: int = 0) -> Reason:
+        """Why `need` more blocks for class c do not fit now (Reason.NONE if they do); with
+        `freed`, as if that many blocks held by lower-priority (never top-class) requests were
+        released first."""
         if need > self._caps[c] - self.used_cls[c]:
             return Reason.CLASS_CAP
-        if need + (self.watermark if watermark else 0) > self.capacity - self.used:
+        if need + (self.watermark if watermark else 0) > self.capacity - self.used + freed:
             return Reason.KV_SHORT
-        if not self._top[c] and need > self.capacity - self.reserve - self.used_other:
+        if not self._top[c] and need > self.capacity - self.reserve - self.used_other + freed:
             return Reason.RESERVE
         return Reason.NONE
 
-    def free_for(self, c: int, watermark: bool = False) -> int:
-        """Blocks class c could take right now (all limits applied)."""
+    def room(self, c: int, watermark: bool = False) -> int:
+        """Blocks class c could take right now (all three limits applied)."""
         room = self.capacity - self.used - (self.watermark if watermark else 0)
         if not self._top[c]:
             room = min(room, self.capacity - self.reserve - self.used_other)
         return int(max(0, min(room, self._caps[c] - self.used_cls[c])))
 
+    # -- the rule, for many requests at once ------------------------------------------------
+    def shortfall_many(self, cls: np.ndarray, need: np.ndarray, watermark: bool = False, *, used=None,
+                       used_other=None, used_cls=None, watermark_blocks=None) -> tuple[np.ndarray, np.ndarray]:
+        """`shortfall` and `room` for arrays of (class, need); the pool state is the current one,
+        or per row when `used`, `used_other`, `used_cls` (the row's own class) and
+        `watermark_blocks` are given as arrays. Returns (reason codes as int8, room)."""
+        used = self.used if used is None else used
+        other = self.used_other if used_other is None else used_other
+        in_cls = np.asarray(self.used_cls, dtype=np.int64)[cls] if used_cls is None else used_cls
+        wm = (self.watermark if watermark else 0) if watermark_blocks is None else watermark_blocks
+        top = self.class_is_top[cls]
+        room_cls = self.class_caps[cls] - in_cls
+        room_all = self.capacity - used - wm
+        room_other = np.where(top, room_all, self.capacity - self.reserve - other)
+        why = np.where(need > room_cls, _CAP, np.where(need > room_all, _SHORT,
+                                                       np.where(need > room_other, _RESERVE, _NONE)))
+        room = np.maximum(0, np.minimum(np.minimum(room_all, room_other), room_cls))
+        return why.astype(np.int8), room
+
+    def reasons_at_turn(self, cls: np.ndarray, need: np.ndarray, turn: np.ndarray, start, admitted):
+        """The rule for queue positions `turn`, each with the pool as it stood at its turn in a walk
+        that started from `start` = (used, used_other, used_cls list, something running) and then
+        admitted `admitted` = (positions, blocks, classes) in walk order."""
+        used0, other0, cls0, running0 = start
+        a_pos, a_blocks, a_cls = admitted
+        k = np.searchsorted(a_pos, turn)  # admissions before each turn
+
+        def before(x):
+            return np.concatenate([[0], np.cumsum(x)])[k]
+
+        per_cls = np.zeros((len(a_pos) + 1, len(cls0)), np.int64)
+        per_cls[np.arange(1, len(a_pos) + 1), a_cls] = a_blocks
+        in_cls = np.asarray(cls0, dtype=np.int64)[cls] + np.cumsum(per_cls, axis=0)[k, cls]
+        wm = np.where(running0 | (k > 0), self.watermark, 0)
+        return self.shortfall_many(cls, need, used=used0 + before(a_blocks),
+                                   used_other=other0 + before(a_blocks * ~self.class_is_top[a_cls]),
+                                   used_cls=in_cls, watermark_blocks=wm)
+
+    # -- growth -----------------------------------------------------------------------------
     def fits(self, per_class: list[int]) -> bool:
         """Would all these growths (blocks per class) fit at once? Then no order of them can fail."""
         total = sum(per_class)

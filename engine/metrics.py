@@ -44,6 +44,7 @@ def logical_requests(req: pd.DataFrame) -> pd.DataFrame:
         inversion_s=("inversion_s", "sum"),
         pieces=("id", "size"),
         unfinished=("status", lambda s: int((s != "finished").sum())),
+        rejected=("status", lambda s: int((s == "rejected").sum())),
     )
     first = req.set_index("id").loc[agg.index]
     out = first.reset_index()
@@ -51,8 +52,10 @@ def logical_requests(req: pd.DataFrame) -> pd.DataFrame:
     out["blocked_s"] = agg["blocked_s"].to_numpy()
     out["inversion_s"] = agg["inversion_s"].to_numpy()
     out["e2e_s"] = out["finish_s"] - out["arrival_s"]
-    last_status = np.where(agg["unfinished"].to_numpy() > 0, out["status"].astype(str), "finished")
-    out["status"] = pd.Categorical(last_status, categories=req["status"].cat.categories)
+    # the client's request: rejected if any piece was, unfinished if any piece did not finish
+    status = np.where(agg["rejected"].to_numpy() > 0, "rejected",
+                      np.where(agg["unfinished"].to_numpy() > 0, "unfinished", "finished"))
+    out["status"] = pd.Categorical(status, categories=req["status"].cat.categories)
     out["tpot_s"] = np.where(agg["pieces"].to_numpy() > 1, np.nan, out["tpot_s"])
     return out
 
@@ -106,7 +109,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
     busy = float(steps["dt_s"].sum()) if len(steps) else 0.0
     kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.blocks) if busy else 0.0
     budget = sc.scheduler.max_num_batched_tokens
-    waiting = steps[[c for c in steps.columns if c.startswith("waiting_")]].sum(axis=1) if len(steps) else None
+    waiting = steps["waiting"] if len(steps) else None
     loaded = tokens[waiting > 0] if len(steps) and (waiting > 0).any() else tokens
     out_tokens = int(req.loc[req["status"] == "finished", "output_tokens"].sum())
     return {

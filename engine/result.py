@@ -9,18 +9,18 @@ derived from these; nothing is packed into strings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .memory import MemoryBreakdown
 from .metrics import summarize
-from .observe import WaitLog
+from .observe import WaitLog, episodes_from
 from .reasons import LABELS
-from .replica import StepLog
+from .requests import STATUS, Requests
 from .scenario import Scenario
-from .state import STATUS, Requests
+from .steplog import StepLog
 
 
 @dataclass
@@ -28,17 +28,52 @@ class Result:
     scenario: Scenario
     memory: MemoryBreakdown
     requests: pd.DataFrame
-    steps: pd.DataFrame
     waits: pd.DataFrame
-    episodes: pd.DataFrame
     alerts: pd.DataFrame
     summary: dict
     holders: pd.DataFrame
     admissions: pd.DataFrame
+    step_log: StepLog
+    _steps: pd.DataFrame | None = field(default=None, repr=False)
+    _episodes: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def class_names(self) -> list[str]:
         return list(self.summary["classes"])
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per engine step (expanded from the run-length log on first use)."""
+        if self._steps is None:
+            self._steps = self.step_log.expand()
+        return self._steps
+
+    @property
+    def episodes(self) -> pd.DataFrame:
+        """Every inversion episode (derived from the admissions and the wait segments on first use)."""
+        if self._episodes is None:
+            self._episodes = self.episodes_of(None)
+        return self._episodes
+
+    def episodes_of(self, request_ids) -> pd.DataFrame:
+        """The inversion episodes of some requests (all when None), by request, then time."""
+        req = self.requests
+        prio = req["priority"].to_numpy()
+        waits = {c: self.waits[c].to_numpy() for c in ("request", "replica", "start_s", "end_s")}
+        adm = {c: self.admissions[c].to_numpy() for c in ("request", "t_s", "dt_s", "step", "replica")}
+        ids = None if request_ids is None else np.asarray(list(request_ids), dtype=np.int64)
+        ep = pd.DataFrame(episodes_from(waits, adm, prio, ids))
+        ids = ep["request"].to_numpy(dtype=np.int64)
+        ep.insert(1, "class", pd.Categorical.from_codes(req["class"].cat.codes.to_numpy()[ids],
+                                                        categories=req["class"].cat.categories))
+        ep.insert(2, "priority", prio[ids])
+        ep["duration_s"] = ep["end_s"] - ep["start_s"]
+        return ep
+
+    @property
+    def step_runs(self) -> pd.DataFrame:
+        """The step log as stored: one row per step or run of identical decode steps (`steps`)."""
+        return self.step_log.runs()
 
 
 def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog, steps: StepLog,
@@ -47,14 +82,15 @@ def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog,
     seg = log.segments()
     waits = _waits(rs, seg)
     requests = _requests(sc, rs, log, waits)
-    step_df = _steps(steps, names)
-    episodes = _episodes(rs, log)
     alerts = pd.DataFrame(log.alerts, columns=["time_s", "request", "class", "waited_s", "reason",
                                                 "short_by_blocks", "eta_s", "replica", "wait"])
     holders = _holders(rs, log, seg)
     admissions = _admissions(rs, log)
-    summary = summarize(sc, mem, requests, step_df, alerts, t_end, wall_s)
-    return Result(sc, mem, requests, step_df, waits, episodes, alerts, summary, holders, admissions)
+    per_step = pd.DataFrame({c: steps.column(c)
+                             for c in ("dt_s", "prefill_tokens", "decode_tokens", "kv_used", "reserve_idle")})
+    per_step["waiting"] = sum(steps.column(f"waiting_{n}") for n in names) if names else 0
+    summary = summarize(sc, mem, requests, per_step, alerts, t_end, wall_s)
+    return Result(sc, mem, requests, waits, alerts, summary, holders, admissions, steps)
 
 
 def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> pd.DataFrame:
@@ -65,7 +101,6 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
     ttft = rs.first_token - rs.arrival
     out1 = np.maximum(rs.output - 1, 1)
     tpot = np.where(rs.output > 1, (rs.finish - rs.first_token) / out1, np.nan)
-    episodes = np.bincount([e[0] for e in log.episodes], minlength=n) if log.episodes else np.zeros(n, int)
     reason = np.array([rs.reason.get(i, "") for i in range(n)], dtype=object)
     return pd.DataFrame(
         {
@@ -84,7 +119,7 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
             "queue_wait_s": rs.first_sched - rs.arrival,
             "blocked_s": blocked,
             "inversion_s": log.inversion_s,
-            "inversion_episodes": episodes,
+            "inversion_episodes": log.inv_episodes,
             "preemptions": rs.preemptions,
             "recomputed_tokens": rs.recomputed,
             "status": pd.Categorical.from_codes(rs.status, categories=STATUS),
@@ -94,13 +129,6 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
             "measured": rs.arrival >= sc.warmup_s,
         }
     )
-
-
-def _steps(steps: StepLog, names: list[str]) -> pd.DataFrame:
-    table = steps.table()
-    floats = {"t_s", "dt_s"}
-    cols = list(StepLog.COLUMNS) + [f"{kind}_{name}" for kind in ("running", "waiting", "kv") for name in names]
-    return pd.DataFrame({c: table[:, j].astype(np.float64 if c in floats else np.int64) for j, c in enumerate(cols)})
 
 
 def _waits(rs: Requests, seg: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -150,7 +178,8 @@ def _admissions(rs: Requests, log: WaitLog) -> pd.DataFrame:
         seen[i] = 1
     return pd.DataFrame({"request": ids,
                          "class": pd.Categorical.from_codes(rs.cls[ids], categories=rs.class_names),
-                         "priority": rs.prio[ids], "t_s": a["t_s"], "step": a["step"], "replica": a["replica"],
+                         "priority": rs.prio[ids], "t_s": a["t_s"], "dt_s": a["dt_s"], "step": a["step"],
+                         "replica": a["replica"],
                          "need_blocks": a["need_blocks"], "readmission": again})
 
 
@@ -161,7 +190,7 @@ def overtakers(res: Result, request_ids) -> pd.DataFrame:
     less important request was admitted; every admission in those steps by a request of larger
     priority number is an overtaker (DESIGN §1).
     """
-    ep = res.episodes[res.episodes["request"].isin(list(request_ids))]
+    ep = res.episodes_of(request_ids)
     cols = ["request", "overtaker", "overtaker_class", "overtaker_priority", "t_s", "overtaker_need_blocks",
             "replica"]
     if not len(ep):
@@ -178,11 +207,3 @@ def overtakers(res: Result, request_ids) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)[cols]
 
 
-def _episodes(rs: Requests, log: WaitLog) -> pd.DataFrame:
-    cols = ["request", "start_s", "end_s", "steps", "overtakers", "replica"]
-    df = pd.DataFrame(log.episodes, columns=cols)
-    ids = df["request"].to_numpy(dtype=np.int64)
-    df.insert(1, "class", pd.Categorical.from_codes(rs.cls[ids], categories=rs.class_names))
-    df.insert(2, "priority", rs.prio[ids])
-    df["duration_s"] = df["end_s"] - df["start_s"]
-    return df

@@ -1,26 +1,30 @@
 """The running set: the requests an engine is running, in running order, kept in place.
 
 Every step touches every running request (each gets a chunk or a decode token), so their
-progress lives in the rows of one int64 matrix: the scheduler reads and writes whole rows with a
-handful of numpy operations, and when a request leaves, one copy keeps every row aligned. The
-waiting and finished requests keep their state in `Requests`; a request's values are copied back
-there when it leaves (`Scheduler._leave`).
+progress lives in the rows of one int64 matrix: whole rows are read and written with a handful
+of numpy operations, and when a request leaves, one copy keeps every row aligned. Waiting and
+finished requests keep their state in `Requests`; a request's progress is handed back to the
+scheduler when it leaves (`remove_at`).
 
-Blocks are not stored: between steps a running request always holds exactly
-ceil(computed / block_size) blocks, and during a step ceil((computed + tokens) / block_size).
+Blocks are not stored: between steps a running request holds exactly ceil(computed / block_size)
+blocks, and during a step ceil((computed + tokens) / block_size).
 
-Decode steps cost O(1). In a decode step every running request computes one token and samples
-the next, so COMP and SEQ of every row grow by one. `decode()` does not touch the rows: it adds
-one to `shift`, and the COMP and SEQ rows hold their values minus `shift` until `settled()`
-folds it in (anything that reads the rows asks for `settled()`). Two facts a decode step needs
-are kept up to date instead:
+This is where the engine is fast, below the scheduler's rules (vLLM specialises its model runner
+the same way): `propose` describes what the running pass would hand out if no KV growth failed —
+a `Plan` — and the scheduler accepts it only when the pool proves that. Decode steps cost O(1).
+In a decode step every running request computes one token and samples the next, so COMP and SEQ
+of every row grow by one. `advance` does not touch the rows: it adds one to `shift`, and the COMP
+and SEQ rows hold their values minus `shift` until `settled()` folds it in (anything that reads
+the rows asks for `settled()`). Two facts a decode step needs are kept up to date instead:
 - who needs a new block: a request whose computed tokens fill whole blocks, i.e. whose stored
   COMP ≡ −shift (mod block size). `by_residue[r][c]` counts the requests of class c whose stored
   COMP ≡ r.
 - who finishes: `clock` counts decode steps; a request with L outputs left at clock G finishes
-  when the clock reaches G + L unless its progress changes otherwise, so a heap of those
-  values, refreshed whenever a request's progress changes outside a decode step, names the
-  requests that finish without a pass over the rows.
+  when the clock reaches G + L unless its progress changes otherwise, so a heap of those values,
+  refreshed whenever a request's progress changes outside a decode step, names the requests that
+  finish without a pass over the rows.
+Running totals (Σ computed tokens, how many requests decode, how many are top priority) are kept
+as requests come and go, so a decode step needs no pass over the rows either.
 """
 
 from __future__ import annotations
@@ -29,11 +33,20 @@ import heapq
 
 import numpy as np
 
+from .step import Budget, Plan
+
 COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ONEHOT = range(8)
 # COMP: tokens computed · SEQ: prompt + generated (COMP and SEQ are adjacent, so one `+=` moves
 # both) · TOK: tokens scheduled this step (0 between steps) · FROM_R: of those, drawn from the
 # top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top class ·
 # ONEHOT + c: 1 if the request is of class c (per-class sums are one matrix product).
+
+
+def give(pool: int, want: np.ndarray) -> np.ndarray:
+    """Sequential `min(want_i, what is left)` down the list, as one vectorised expression."""
+    before = np.cumsum(want) - want
+    return np.minimum(want, np.maximum(pool - before, 0))
+
 
 class RunningSet:
     def __init__(self, n_classes: int, block_size: int, capacity: int = 64):
@@ -41,6 +54,9 @@ class RunningSet:
         self.F = np.zeros((ONEHOT + n_classes, max(capacity, 1)), np.int64)
         self.ids: list[int] = []  # running order (admission order; inheritance may reorder)
         self.cls: list[int] = []  # class of each, same order
+        self.ctx = 0  # Σ computed tokens
+        self.n_dec = 0  # requests in decode: prompt done, one token to compute
+        self.n_top = 0  # requests of the top class
         self.shift = 0
         self.clock = 0
         self.by_residue = [[0] * n_classes for _ in range(block_size)]
@@ -79,16 +95,145 @@ class RunningSet:
         """True (computed, prompt + generated) of the request at position p."""
         return int(self.F[COMP, p]) + self.shift, int(self.F[SEQ, p]) + self.shift
 
-    # -- decode steps -------------------------------------------------------------------------
+    def snapshot(self, budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, classes, blocks held, steps left) of the running requests, for observers: steps
+        left = remaining prefill at the full budget plus the remaining decode steps."""
+        seq, comp = self.row(SEQ), self.row(COMP)
+        prefill_left = np.maximum(seq - comp - 1, 0)
+        steps_left = -(-prefill_left // budget) + (self.row(END) - seq)
+        return (np.array(self.ids, dtype=np.int64), np.array(self.cls, dtype=np.int64), self.held(), steps_left)
+
+    # -- planning a step ----------------------------------------------------------------------
     def crossings(self) -> list[int]:
         """Per class: running requests whose computed tokens fill whole blocks (a decode token
         needs a new block)."""
-        return self.by_residue[-self.shift % self.bs]
+        return list(self.by_residue[-self.shift % self.bs])
 
-    def decode(self) -> None:
-        """Every running request computed one token and sampled the next."""
-        self.shift += 1
-        self.clock += 1
+    def propose(self, budget: Budget, threshold: int) -> Plan:
+        """Tokens per running request in running order, each min(remaining, threshold, budget
+        left), the top class drawing its reserve first — what vLLM's running loop hands out
+        when no growth fails."""
+        n = len(self.ids)
+        if self.n_dec == n:  # every request decodes: one token each, O(1)
+            r = min(budget.reserve, self.n_top)
+            if n - r <= budget.shared:
+                return Plan(True, n, self.crossings(), r, n - r)
+        F = self.settled()
+        comp = F[COMP, :n]
+        need = F[SEQ, :n] - comp
+        if threshold:
+            need = np.minimum(need, threshold)
+        demand = int(need.sum())
+        if budget.reserve == 0 and demand <= budget.shared:  # common: everyone gets all it needs
+            alloc, from_r, used_r = need, None, 0
+        else:
+            from_r = give(budget.reserve, np.where(F[TOP, :n] == 1, need, 0)) if budget.reserve \
+                else np.zeros(n, np.int64)
+            alloc = from_r + give(budget.shared, need - from_r)
+            used_r = int(from_r.sum())
+        grow = -(-(comp + alloc) // self.bs) - (-(-comp // self.bs))
+        return Plan(False, n, (F[ONEHOT:, :n] @ grow).tolist(), used_r, int(alloc.sum()) - used_r, alloc, from_r)
+
+    def accept(self, plan: Plan) -> None:
+        """Record the plan's tokens on the rows (an eviction later in the step gives them back)."""
+        n, F = plan.n, self.F
+        if plan.uniform:
+            F[TOK, :n] = 1
+            if plan.reserve_used:  # the first top-class decoders in running order drew the reserve
+                top = F[TOP, :n] == 1
+                F[FROM_R, :n] = top & (np.cumsum(top) <= plan.reserve_used)
+        else:
+            F[TOK, :n] = plan.tokens
+            if plan.from_reserve is not None:
+                F[FROM_R, :n] = plan.from_reserve
+
+    def set_tokens(self, p: int, n: int, from_r: int) -> None:
+        """The sequential loop's (or an admission's) tokens for position p."""
+        self.F[TOK, p] = n
+        self.F[FROM_R, p] = from_r
+
+    def tokens_of(self, p: int) -> tuple[int, int]:
+        """(tokens this step, of them from the reserve) at position p."""
+        return int(self.F[TOK, p]), int(self.F[FROM_R, p])
+
+    def totals(self, plan: Plan | None) -> tuple[int, int, int, int, float]:
+        """(tokens, decode tokens, requests, context tokens, attention work) of the step.
+
+        A uniform plan's part is known without the rows (n decode tokens on `ctx` context);
+        only the rows after it — this step's admissions, a few — are read one by one."""
+        n = len(self.ids)
+        if not n:
+            return 0, 0, 0, 0, 0.0
+        if plan is not None and plan.uniform:
+            lo, F, s = plan.n, self.F, self.shift
+            tokens, decode, batch, context, dot, sq = lo, lo, lo, self.ctx, 0, lo
+            for p in range(lo, n):  # admitted this step: each has tokens > 0
+                tok, comp = int(F[TOK, p]), int(F[COMP, p]) + s
+                tokens += tok
+                decode += tok if comp >= int(F[PROMPT, p]) else 0
+                batch += 1
+                dot += tok * comp
+                sq += tok * tok
+            dot += context - sum(int(F[COMP, p]) + s for p in range(lo, n))  # the decode rows: 1 × context
+            return tokens, decode, batch, context, float(dot) + 0.5 * float(sq)
+        F = self.settled()
+        tok, comp = F[TOK, :n], F[COMP, :n]
+        on = tok > 0
+        return (int(tok.sum()), int(tok[comp >= F[PROMPT, :n]].sum()), int(np.count_nonzero(on)),
+                int(comp[on].sum()), float(int(tok @ comp)) + 0.5 * float(int(tok @ tok)))
+
+    # -- applying a step ----------------------------------------------------------------------
+    def advance(self, plan: Plan | None) -> list[int]:
+        """Apply the finished step's tokens; returns the ids whose first output token it sampled."""
+        n = len(self.ids)
+        F = self.F
+        first: list[int] = []
+        if plan is not None and plan.uniform:  # the decode rows move together; admissions one by one
+            admitted = [(p, *self.comp_seq(p)) for p in range(plan.n, n)]
+            self.shift += 1
+            self.clock += 1
+            self.ctx += plan.n
+            for p, was_comp, was_seq in admitted:
+                comp, seq = was_comp + int(F[TOK, p]), was_seq
+                if comp == seq:  # the chunk completed the sequence: one new token
+                    seq += 1
+                    if seq - int(F[PROMPT, p]) == 1:
+                        first.append(self.ids[p])
+                self._put(p, comp, seq, (was_comp, was_seq))
+        else:
+            F = self.settled()
+            comp, seq = F[COMP, :n], F[SEQ, :n]
+            self.ctx += int(F[TOK, :n].sum())
+            comp += F[TOK, :n]
+            sampled = comp == seq
+            seq += sampled
+            gen = seq - F[PROMPT, :n]
+            new = (sampled & (gen == 1)).nonzero()[0]
+            if len(new):
+                first = [self.ids[p] for p in new.tolist()]
+            self.n_dec = int(np.count_nonzero((seq - comp == 1) & (gen > 0)))
+            self._reindex()
+        F[TOK:FROM_R + 1, :n] = 0
+        return first
+
+    def skip(self, k: int) -> None:
+        """k more decode steps like the last one (nobody finishes before the last of them)."""
+        self.shift += k
+        self.clock += k
+        self.ctx += k * len(self.ids)
+
+    def growth_steps(self, k: int) -> list[list[int]]:
+        """Blocks per class that each of the next k decode steps adds (asked between steps):
+        step j needs a block for each request whose computed tokens fill whole blocks by then."""
+        start, bs, table = -self.shift % self.bs, self.bs, self.by_residue
+        return [table[(start - j) % bs] for j in range(k)]
+
+    def steps_to_finish(self) -> int:
+        """Decode steps from now until the next request finishes (inf when none is due)."""
+        due, at = self._due, self._due_at
+        while due and at.get(due[0][1]) != due[0][0]:
+            heapq.heappop(due)  # stale entry
+        return due[0][0] - self.clock if due else 1 << 62
 
     def finished(self) -> list[int]:
         """Positions of the requests with no output left to sample, in running order."""
@@ -108,7 +253,7 @@ class RunningSet:
         self._due_at[i] = key
         heapq.heappush(self._due, (key, i))
 
-    # -- writing ------------------------------------------------------------------------------
+    # -- membership -----------------------------------------------------------------------------
     def add(self, i: int, c: int, comp: int, seq: int, prompt: int, end: int, top: bool) -> int:
         """Append request i at the end of the running order; returns its position."""
         p = len(self.ids)
@@ -122,17 +267,26 @@ class RunningSet:
         self.cls.append(c)
         self.by_residue[(comp - s) % self.bs][c] += 1
         self._due_in(i, end - seq)
+        self.ctx += comp
+        self.n_top += top
+        if seq - comp == 1 and seq > prompt:
+            self.n_dec += 1
         return p
 
-    def put(self, p: int, comp: int, seq: int) -> None:
-        """Set the true computed and sequence lengths of the request at position p."""
+    def _put(self, p: int, comp: int, seq: int, was: tuple[int, int] | None = None) -> None:
+        """Set the true computed and sequence lengths of the request at position p (`was`: its
+        values before, when the shift has moved on without it)."""
         s, F, c = self.shift, self.F, self.cls[p]
+        old_comp, old_seq = was or self.comp_seq(p)
+        prompt = int(F[PROMPT, p])
+        self.ctx += comp - old_comp
+        self.n_dec += (seq - comp == 1 and seq > prompt) - (old_seq - old_comp == 1 and old_seq > prompt)
         self.by_residue[int(F[COMP, p]) % self.bs][c] -= 1
         self.by_residue[(comp - s) % self.bs][c] += 1
         F[COMP, p], F[SEQ, p] = comp - s, seq - s
         self._due_in(self.ids[p], int(F[END, p]) - seq)
 
-    def reindex(self) -> None:
+    def _reindex(self) -> None:
         """Recount `by_residue` and the finish heap from the rows (after rows changed in bulk)."""
         n, C = len(self.ids), self.n_classes
         F = self.settled()
@@ -144,12 +298,22 @@ class RunningSet:
         self._due = list(zip(keys, self.ids))
         heapq.heapify(self._due)
 
-    def remove_at(self, p: int) -> None:
+    def remove_at(self, p: int) -> tuple[int, int, int, int]:
+        """Take the request at position p out; returns its (id, class, computed, prompt + generated)."""
         n = len(self.ids)
-        self.by_residue[int(self.F[COMP, p]) % self.bs][self.cls[p]] -= 1
-        self._due_at.pop(self.ids[p], None)
-        self.F[:, p : n - 1] = self.F[:, p + 1 : n]
+        i, c = self.ids[p], self.cls[p]
+        comp, seq = self.comp_seq(p)
+        F = self.F
+        prompt = int(F[PROMPT, p])
+        self.by_residue[int(F[COMP, p]) % self.bs][c] -= 1
+        self._due_at.pop(i, None)
+        self.ctx -= comp
+        self.n_top -= int(F[TOP, p])
+        if seq - comp == 1 and seq > prompt:
+            self.n_dec -= 1
+        F[:, p : n - 1] = F[:, p + 1 : n]
         del self.ids[p], self.cls[p]
+        return i, c, comp, seq
 
     def reorder(self, positions: list[int]) -> None:
         """Put the running requests in the order of `positions` (a permutation)."""

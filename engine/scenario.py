@@ -14,9 +14,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+import scenarios
+
+from .policies import POLICIES
 from .presets import GPUS, MODELS
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIO_DIR = Path(scenarios.__file__).resolve().parent
 
 
 class ScenarioError(ValueError):
@@ -84,7 +87,7 @@ class Cost(_Model):
 
 
 class Scheduler(_Model):
-    policy: Literal["fcfs", "priority", "backfill", "preempt"] = "fcfs"
+    policy: Literal[tuple(POLICIES)] = "fcfs"  # type: ignore[valid-type]  # the names in engine.policies
     max_num_batched_tokens: int = Field(8192, ge=1, le=1_048_576)
     max_num_seqs: int = Field(256, ge=1, le=65536)
     long_prefill_token_threshold: int = Field(0, ge=0, le=1_048_576)
@@ -293,8 +296,13 @@ def to_yaml(sc: Scenario) -> str:
 
 
 def scenario_names() -> list[str]:
-    """Names of the scenarios shipped in `scenarios/`."""
+    """Names of the scenarios shipped in `scenarios/` (the app's presets and the lessons')."""
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+
+
+def bench_names() -> list[str]:
+    """Names of the benchmark scenarios in `scenarios/bench/` (CLI only: too big for the app)."""
+    return sorted(p.stem for p in (SCENARIO_DIR / "bench").glob("*.yaml"))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -320,8 +328,7 @@ def parse_yaml(text: str, origin: str = "scenario") -> dict[str, Any]:
 
 
 def resolve_path(name_or_path: str) -> Path:
-    """A shipped scenario name (`default`), a benchmark's (`stress-100k`, in `scenarios/bench/`,
-    which the app does not list: too big for it), or a path to a YAML file."""
+    """A shipped scenario name (`default`) or a path to a YAML file."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
@@ -329,7 +336,8 @@ def resolve_path(name_or_path: str) -> Path:
         shipped = folder / f"{name_or_path}.yaml"
         if shipped.exists():
             return shipped
-    raise ScenarioError(f"no scenario {name_or_path!r}: use one of {', '.join(scenario_names())} or a .yaml path")
+    names = ", ".join(scenario_names() + bench_names())
+    raise ScenarioError(f"no scenario {name_or_path!r}: use one of {names} or a .yaml path")
 
 
 def load_raw(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:

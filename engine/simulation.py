@@ -22,17 +22,20 @@ from .kv import UNLIMITED, KVPool
 from .memory import breakdown
 from .observe import WaitLog
 from .policies import make_policy
-from .replica import Replica, StepLog
+from .replica import Replica
+from .requests import Requests, Status
 from .result import Result, build_result
 from .scenario import Scenario, ScenarioError
 from .scheduler import Limits, Scheduler
-from .state import REJECTED, RUNNING, UNFINISHED, WAITING, Requests
+from .steplog import StepLog
 from .workload import build
 
 
 class StaticFeed:
     """Arrivals known in advance (sorted), plus follow-up pieces released while running.
     `next_t` is the time of the next arrival (inf: none known)."""
+
+    strict = False  # polled at step boundaries: an arrival at a boundary is taken at that boundary
 
     def __init__(self, ids: np.ndarray, times: np.ndarray):
         self.ids, self.times, self.pos = ids.tolist(), times.tolist(), 0
@@ -55,10 +58,20 @@ class StaticFeed:
         return due
 
 
-class NoFeed:
-    """A replica fed by the router only."""
+class RouterFeed:
+    """A replica fed by the router: nothing to poll, but `next_t` tells when the router hands out
+    the next arrival (a SimPy event, so a run of skipped steps must end strictly before it)."""
 
-    next_t = math.inf
+    strict = True
+
+    def __init__(self, times: np.ndarray):
+        self.times = times.tolist()
+        self.pos = 0
+        self.next_t = self.times[0] if self.times else math.inf
+
+    def routed(self) -> None:
+        self.pos += 1
+        self.next_t = self.times[self.pos] if self.pos < len(self.times) else math.inf
 
     def __call__(self, now: float) -> list[int]:
         return []
@@ -69,12 +82,16 @@ def check(sc: Scenario) -> None:
     if sc.mitigations.p0_token_reserve >= sc.scheduler.max_num_batched_tokens:
         raise ScenarioError(
             f"mitigations.p0_token_reserve = {sc.mitigations.p0_token_reserve}: must be below "
-            f"scheduler.max_num_batched_tokens ({sc.scheduler.max_num_batched_tokens}), or no other class could ever run"
+            f"scheduler.max_num_batched_tokens ({sc.scheduler.max_num_batched_tokens}), "
+            "or no other class could ever run"
         )
 
 
-def simulate(sc: Scenario) -> Result:
-    """Simulate the scenario; the same scenario (incl. seed) always gives identical results."""
+def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -> Result:
+    """Simulate the scenario; the same scenario (incl. seed) always gives identical results.
+
+    `shortcuts` (the running set's plans) and `skip_steps` (runs of pure decode steps in one go)
+    change how fast, never what: with both off the engine steps through vLLM's plain loop."""
     wall0 = time.perf_counter()
     check(sc)
     mem = breakdown(sc)
@@ -91,8 +108,9 @@ def simulate(sc: Scenario) -> Result:
         rs.reject(i, why)
     cost = make_step_cost(sc.cost, mem)
     env = simpy.Environment()
-    log = WaitLog(rs, sc.mitigations.alert_after_s)
-    steps = StepLog(len(names))
+    log = WaitLog(rs, sc.mitigations.alert_after_s, sc.kv.block_size)
+    steps = StepLog(names, mem.blocks)
+    until = sc.duration_s + sc.drain_limit_s
     replicas: list[Replica] = []
     by_class_replicas = _allowed_replicas(sc, names)
 
@@ -102,11 +120,15 @@ def simulate(sc: Scenario) -> Result:
             rs.arrival[j] = t
             route(j, t)
 
+    # Split pieces arrive when an earlier piece finishes on any replica: not known in advance, so
+    # several replicas step one at a time when there may be pieces.
+    skip = skip_steps and (sc.replicas.count == 1 or not (rs.next_piece >= 0).any())
     for k in range(sc.replicas.count):
-        sched = Scheduler(rs, _pool(sc, mem, wl), make_policy(sc.scheduler.policy), _limits(sc, mem, wl))
-        replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish))
+        sched = Scheduler(rs, _pool(sc, mem, wl), make_policy(sc.scheduler.policy), _limits(sc, mem, wl),
+                          shortcuts=shortcuts)
+        replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip))
 
-    first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != REJECTED))
+    first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))
     if len(replicas) == 1:
         feed = StaticFeed(first, rs.arrival[first])
         env.process(replicas[0].run(feed))
@@ -114,32 +136,38 @@ def simulate(sc: Scenario) -> Result:
         def route(j: int, t: float) -> None:
             feed.add(j, t)
     else:
+        shared = RouterFeed(rs.arrival[first])
         for rep in replicas:
-            env.process(rep.run(NoFeed()))
+            env.process(rep.run(shared))
 
         def route(j: int, t: float) -> None:
             allowed = by_class_replicas[int(rs.cls[j])]
             best = min(allowed, key=lambda k: (replicas[k].load, k))
             replicas[best].submit(j)
 
-        env.process(_router(env, first, rs.arrival[first], route))
+        env.process(_router(env, first, rs.arrival[first], route, shared))
 
-    env.run(until=sc.duration_s + sc.drain_limit_s)
-    table = steps.table()
-    t_end = float((table[:, 1] + table[:, 2]).max()) if len(table) else 0.0
-    left = np.flatnonzero(np.isin(rs.status, (WAITING, RUNNING)) | ((rs.status == 0) & np.isfinite(rs.arrival)))
-    for i in left.tolist():
-        rs.status[i] = UNFINISHED
-        rs.reason[i] = f"still in the system after the {sc.drain_limit_s:g} s drain limit"
-    log.finish(max(t_end, sc.duration_s + sc.drain_limit_s) if len(left) else t_end)
+    env.run(until=until)
+    t_end = max((rep_end for rep_end in _ends(steps)), default=0.0)
+    left = rs.in_flight()
+    rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
+    log.finish(max(t_end, until) if len(left) else t_end)
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0)
 
 
-def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route):
+def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed):
     for i, t in zip(ids.tolist(), times.tolist()):
         if t > env.now:
             yield env.timeout(t - env.now)
+        feed.routed()
         route(i, t)
+
+
+def _ends(steps: StepLog):
+    """The end of the last step (per the log)."""
+    t, dt = steps.column("t_s"), steps.column("dt_s")
+    if len(t):
+        yield float((t + dt).max())
 
 
 def _allowed_replicas(sc: Scenario, names: list[str]) -> list[list[int]]:

@@ -48,10 +48,6 @@ class Workload:
     def __len__(self) -> int:
         return len(self.prompt)
 
-    @property
-    def priority(self) -> np.ndarray:
-        return self.class_priority[self.cls]
-
 
 # ---------------------------------------------------------------------------------------------
 # Arrivals and lengths

@@ -26,7 +26,9 @@ WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 @st.cache_data(max_entries=64, max_size="600MB", show_spinner="Simulating…")
 def _cached_run(key: str) -> Result:
-    return run_json(key)
+    res = run_json(key)
+    res.steps, res.episodes  # derived on first use: derive them once here, so the cached copy has them
+    return res
 
 
 def result(sc: Scenario) -> Result:

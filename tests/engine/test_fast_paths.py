@@ -1,10 +1,10 @@
 """The engine's shortcuts must not change anything.
 
-- The O(1) decode step (`scheduler.DECODE_STEP`) and the vectorised general step
-  (`scheduler.VECTOR_STEP`) against vLLM's plain sequential loop over the running requests:
-  same workloads, identical frames.
+- The running set's plans (O(1) decode steps, vectorised prefill chunks), the long-queue
+  pre-filter and multi-step skipping against vLLM's plain loops one step at a time: same
+  workloads, identical frames (`simulate(..., shortcuts=False, skip_steps=False)`).
 - `RunningSet`'s bookkeeping (the pending decode shift, the per-residue block counts, the finish
-  heap) against a plain model of the rows, over random sequences of operations.
+  heap, the running totals) against a plain model of the rows, over random sequences of operations.
 """
 
 from __future__ import annotations
@@ -13,38 +13,35 @@ import pandas.testing as pdt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_properties import scenarios
 
-import engine.scheduler as scheduler
 from engine import from_dict, load, simulate
 from engine.running import COMP, END, SEQ, RunningSet
 from engine.scenario import apply_overrides, load_raw
+from engine.scheduler import Scheduler
 
-from test_properties import scenarios
+FRAMES = ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts")
+MODES = ({}, {"skip_steps": False}, {"skip_steps": False, "shortcuts": False})
 
-FRAMES = ("requests", "steps", "waits", "episodes", "alerts")
 
-
-def three_ways(sc, monkeypatch) -> list:
-    """The run with every shortcut, without the decode step, and with the sequential loop only."""
-    out = []
-    for decode, vector in ((True, True), (False, True), (False, False)):
-        monkeypatch.setattr(scheduler, "DECODE_STEP", decode)
-        monkeypatch.setattr(scheduler, "VECTOR_STEP", vector)
-        out.append(simulate(sc))
-    return out
+def three_ways(sc) -> list:
+    """The run as shipped, without multi-step skipping, and with the plain loops only."""
+    return [simulate(sc, **mode) for mode in MODES]
 
 
 def assert_same(runs) -> None:
     for other in runs[1:]:
         for name in FRAMES:
             pdt.assert_frame_equal(getattr(runs[0], name), getattr(other, name), check_exact=True)
+        a, b = dict(runs[0].summary), dict(other.summary)
+        a.pop("wall_time_s"), b.pop("wall_time_s")
+        assert a == b
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=scenarios())
-def test_shortcuts_change_nothing_on_random_workloads(monkeypatch, data):
-    assert_same(three_ways(from_dict(data), monkeypatch))
+def test_shortcuts_change_nothing_on_random_workloads(data):
+    assert_same(three_ways(from_dict(data)))
 
 
 @pytest.mark.parametrize("overrides", [
@@ -53,24 +50,29 @@ def test_shortcuts_change_nothing_on_random_workloads(monkeypatch, data):
     {"scheduler.policy": "backfill", "mitigations.p0_token_reserve": 512, "mitigations.p0_kv_reserve": 200},
     {"scheduler.policy": "preempt", "mitigations.preempt_mode": "swap", "mitigations.alert_after_s": 0.5},
     {"mitigations.inheritance": True, "mitigations.aging_s": 2.0, "scheduler.long_prefill_token_threshold": 64},
+    {"replicas.count": 2, "mitigations.alert_after_s": 0.2, "kv.num_blocks": 900},
 ])
-def test_shortcuts_change_nothing_on_the_default_scenario(monkeypatch, overrides):
+def test_shortcuts_change_nothing_on_the_default_scenario(overrides):
     sc = from_dict(apply_overrides(load_raw("default"), overrides))
-    assert_same(three_ways(sc, monkeypatch))
+    assert_same(three_ways(sc))
 
 
 def test_the_shortcuts_are_really_taken(monkeypatch):
     """Guard against a vacuous comparison: with small prefill chunks (threshold 64) the default
-    scenario has many decode steps and many general steps, and few need the sequential loop."""
-    decode, loop = [], []
-    real_decode, real_loop = RunningSet.decode, scheduler.Scheduler._schedule_running_exact
-    monkeypatch.setattr(RunningSet, "decode", lambda self: (decode.append(1), real_decode(self))[1])
-    monkeypatch.setattr(scheduler.Scheduler, "_schedule_running_exact",
-                        lambda self, now: (loop.append(1), real_loop(self, now))[1])
-    steps = len(simulate(load("default", {"scheduler.long_prefill_token_threshold": 64})).steps)
-    general = steps - len(decode)
-    assert len(decode) > 0.3 * steps and general > 0.3 * steps
-    assert len(loop) < 0.1 * general
+    scenario has many uniform decode plans, many per-request plans and few steps that need the
+    sequential loop; without it, most steps are skipped over in runs."""
+    uniform, general, loop = [], [], []
+    real_accept, real_loop = RunningSet.accept, Scheduler._running_loop
+    monkeypatch.setattr(RunningSet, "accept", lambda self, plan: (
+        (uniform if plan.uniform else general).append(1), real_accept(self, plan))[1])
+    monkeypatch.setattr(Scheduler, "_running_loop", lambda self, b, now: (loop.append(1), real_loop(self, b, now))[1])
+    res = simulate(load("default", {"scheduler.long_prefill_token_threshold": 64}))
+    steps, rows = len(res.steps), len(res.step_runs)
+    assert len(uniform) > 100 and len(general) > 0.5 * rows
+    assert len(loop) < 0.1 * len(general)
+    assert steps > rows
+    plain = simulate(load("default"))
+    assert len(plain.steps) > 2.5 * len(plain.step_runs)  # most decode steps are skipped over in runs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,8 +81,11 @@ def test_the_shortcuts_are_really_taken(monkeypatch):
 BS = 4
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("add"), st.integers(0, 30), st.integers(1, 20), st.integers(1, 12), st.integers(0, 2)),
-        st.tuples(st.just("decode")),
+        st.tuples(st.just("add"), st.integers(0, 30), st.sampled_from([1, 1, 1, 1, 1, 2, 5, 20]), st.integers(1, 12),
+                  st.integers(0, 2)),
+        st.tuples(st.just("decode"), st.integers(1, 3)),
+        st.tuples(st.just("decode"), st.integers(1, 3)),
+        st.tuples(st.just("decode"), st.integers(1, 3)),
         st.tuples(st.just("put"), st.integers(0, 50), st.integers(0, 3), st.integers(1, 3)),
         st.tuples(st.just("remove"), st.integers(0, 50)),
         st.tuples(st.just("reindex")),
@@ -102,7 +107,7 @@ def test_running_set_bookkeeping_matches_the_rows(ops):
         expect = [p for p, r in enumerate(model) if r["end"] - r["seq"] <= 0]
         assert run.finished() == expect
         for p in reversed(expect):
-            run.remove_at(p)
+            assert run.remove_at(p)[:1] == (model[p]["id"],)
             model.pop(p)
 
     for op in ops:
@@ -110,29 +115,41 @@ def test_running_set_bookkeeping_matches_the_rows(ops):
         if kind == "add":
             _, comp, extra, out, c = op
             seq = comp + extra
-            run.add(next_id, c, comp, seq, prompt=seq, end=seq + out, top=c == 0)
-            model.append({"id": next_id, "c": c, "comp": comp, "seq": seq, "end": seq + out})
+            prompt = seq - 1 if extra == 1 and seq > 1 else seq  # one token to compute: decoding
+            run.add(next_id, c, comp, seq, prompt=prompt, end=seq + out, top=c == 0)
+            model.append({"id": next_id, "c": c, "comp": comp, "seq": seq, "end": seq + out, "prompt": prompt})
             next_id += 1
         elif kind == "decode" and model:
-            run.decode()
+            if run.n_dec != len(model):  # decode steps happen when every running request decodes
+                continue
+            k = min(op[1], min(r["end"] - r["seq"] for r in model))  # never past someone's finish
+            if k < 1:
+                continue
+            grow = run.growth_steps(k)
+            expect = [[sum((r["comp"] + j) % BS == 0 for r in model if r["c"] == c) for c in range(3)]
+                      for j in range(k)]
+            assert grow == expect
+            assert run.steps_to_finish() == min(r["end"] - r["seq"] for r in model)
+            run.skip(k)
             for r in model:
-                r["comp"] += 1
-                r["seq"] += 1
+                r["comp"] += k
+                r["seq"] += k
             finish_due()
         elif kind == "put" and model:
             _, p, dcomp, dseq = op
             p %= len(model)
             r = model[p]
-            r["comp"] = min(r["comp"] + dcomp, r["seq"])
+            r["comp"] = min(r["comp"] + dcomp, r["seq"] - 1)
             r["seq"] = min(r["seq"] + dseq, r["end"])
-            run.put(p, r["comp"], r["seq"])
+            run._put(p, r["comp"], r["seq"])
             finish_due()
         elif kind == "remove" and model:
             p = op[1] % len(model)
-            run.remove_at(p)
-            model.pop(p)
+            i, c, comp, seq = run.remove_at(p)
+            r = model.pop(p)
+            assert (i, c, comp, seq) == (r["id"], r["c"], r["comp"], r["seq"])
         elif kind == "reindex":
-            run.reindex()
+            run._reindex()
         elif kind == "settle":
             run.settled()
         # the invariants, after every operation
@@ -142,6 +159,9 @@ def test_running_set_bookkeeping_matches_the_rows(ops):
         for r in model:
             cross[r["c"]] += r["comp"] % BS == 0
         assert run.crossings() == cross
+        assert run.ctx == sum(r["comp"] for r in model)
+        assert run.n_top == sum(r["c"] == 0 for r in model)
+        assert run.n_dec == sum(r["seq"] - r["comp"] == 1 and r["seq"] > r["prompt"] for r in model)
     F = run.settled()
     n = len(model)
     assert F[COMP, :n].tolist() == [r["comp"] for r in model]

@@ -1,8 +1,8 @@
 """The vectorised pre-filter for long queues (skipping policies) must not change anything.
 
 `Scheduler._schedule_waiting` walks only the requests that can fit when the queue is long and the
-policy skips misfits; these tests run the same overloaded workloads with the pre-filter forced on
-for every queue length and forced off, and require identical frames.
+policy skips misfits; these tests run the same overloaded workloads with the pre-filter on for
+every queue length and with the plain walk (`shortcuts=False`), and require identical frames.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import engine.scheduler as scheduler
 from engine import from_dict, simulate
+from engine.scheduler import Scheduler
 
 
 def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int, kv_reserve: int,
@@ -36,9 +37,8 @@ def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int,
 
 def run_both(data: dict, monkeypatch):
     sc = from_dict(data)
-    monkeypatch.setattr(scheduler, "SKIP_SCAN_MIN_QUEUE", 10**9)
-    walk_all = simulate(sc)
-    monkeypatch.setattr(scheduler, "SKIP_SCAN_MIN_QUEUE", 0)
+    walk_all = simulate(sc, shortcuts=False)
+    monkeypatch.setattr(scheduler, "PREFILTER_MIN_QUEUE", 0)
     filtered = simulate(sc)
     return walk_all, filtered
 
@@ -53,12 +53,19 @@ def test_prefilter_changes_nothing(monkeypatch, seed, blocks, budget, max_seqs, 
                                    cap_running, cap_kv, watermark):
     a, b = run_both(overloaded(seed, blocks, budget, max_seqs, reserve, kv_reserve, cap_running, cap_kv,
                                watermark), monkeypatch)
-    for name in ("requests", "steps", "waits", "episodes"):
+    for name in ("requests", "steps", "waits", "holders", "admissions", "episodes"):
         pdt.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
 
 
 def test_the_long_queue_case_is_really_long(monkeypatch):
-    """Guard against a vacuous test: the workloads above do build queues well over the threshold."""
-    a, _ = run_both(overloaded(1, 60, 16, 4, 0, 0, None, None, 0.0), monkeypatch)
+    """Guard against a vacuous test: the workloads above do build queues well over the threshold,
+    and the pre-filter really runs (and leaves requests out of the walk)."""
+    calls = []
+    real = Scheduler._prefilter
+    monkeypatch.setattr(Scheduler, "_prefilter", lambda self, walk, budget: (
+        calls.append(r := real(self, walk, budget)), r)[1])
+    a, _ = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0), monkeypatch)
     waiting = a.steps[[c for c in a.steps if c.startswith("waiting_")]].sum(axis=1)
     assert waiting.max() > 50
+    filtered = [c for c in calls if c is not None]
+    assert len(filtered) > 10 and any((codes != 0).any() for codes, _ in filtered)

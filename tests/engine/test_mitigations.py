@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from timeline_helpers import row, waits_of
 
-
 HOG = {"P0": (0, [(0.5, 8, 1)]), "P1": (1, [(0.0, 40, 1)])}
 
 

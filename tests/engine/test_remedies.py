@@ -6,14 +6,14 @@ comparison is the same requests under a different rule.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
 from engine import load, simulate
 
 
-@lru_cache(maxsize=None)
+@cache
 def summary(name: str, **overrides) -> dict:
     return simulate(load(name, {k.replace("__", "."): v for k, v in overrides.items()})).summary
 
@@ -105,4 +105,5 @@ def test_separate_replicas_remove_inversion_at_the_price_of_gpus():
 def test_shipped_scenarios_finish_everything(name):
     s = summary(name)
     assert s["unfinished"] == 0
-    assert sum(c["completed"] + c["rejected"] for c in s["classes"].values()) == sum(c["n"] for c in s["classes"].values())
+    classes = s["classes"].values()
+    assert sum(c["completed"] + c["rejected"] for c in classes) == sum(c["n"] for c in classes)

@@ -13,7 +13,6 @@ from timeline_helpers import row, waits_of
 
 from engine.result import overtakers
 
-
 # --- head-of-line stop vs backfill skip ------------------------------------------------------
 
 HOL_CASE = {

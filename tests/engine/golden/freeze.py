@@ -134,7 +134,7 @@ def canonical(res) -> dict[str, pd.DataFrame]:
     waits = res.waits.assign(holders=holder_strings(res, alerts=False))[WAIT_COLUMNS]
     alerts = res.alerts.assign(holders=holder_strings(res, alerts=True))[ALERT_COLUMNS]
     episodes = res.episodes[["request", "class", "priority", "start_s", "end_s", "steps", "overtakers",
-                             "duration_s"]]
+                             "duration_s"]].sort_values(["request", "start_s"], kind="stable").reset_index(drop=True)
     return {"requests": res.requests, "steps": res.steps, "waits": waits, "episodes": episodes, "alerts": alerts}
 
 
@@ -172,8 +172,8 @@ def summary_of(res) -> dict:
     return s
 
 
-def run_case(data: dict):
-    return simulate(from_dict(data))
+def run_case(data: dict, **options):
+    return simulate(from_dict(data), **options)
 
 
 def expected_of(res) -> dict:

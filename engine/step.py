@@ -1,0 +1,85 @@
+"""What one scheduler step hands around: the token budget, the running set's plan, the step.
+
+These are the interfaces between the scheduler (the rules), the running set (the fast paths
+below the rules) and the replica (time and observation), in the way vLLM's `SchedulerOutput`
+and `KVCacheBlocks` separate its scheduler from the model runner and the KV manager.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_NO_IDS = np.empty(0, np.int64)
+_NO_CODES = np.empty(0, np.int8)
+_NO_IDS.flags.writeable = False
+_NO_CODES.flags.writeable = False
+
+
+@dataclass(slots=True)
+class Budget:
+    """Tokens left in this step: `reserve` only the top class may use, `shared` anyone may."""
+
+    reserve: int
+    shared: int
+
+    def left(self) -> int:
+        return self.reserve + self.shared
+
+    def available(self, top: bool) -> int:
+        return self.shared + (self.reserve if top else 0)
+
+    def take(self, n: int, top: bool) -> int:
+        """Take n tokens (the top class draws its reserve first); returns how many came from it."""
+        r = min(n, self.reserve) if top else 0
+        self.reserve -= r
+        self.shared -= n - r
+        return r
+
+
+@dataclass(slots=True)
+class Plan:
+    """The running pass's outcome if no request's KV growth fails: tokens per running request.
+
+    `uniform`: every running request decodes one token (the common step of a busy engine),
+    described in O(1); otherwise `tokens` (and `from_reserve`) per running position. `growth`
+    is the new KV blocks per class; the scheduler accepts the plan only when the pool fits it.
+    """
+
+    uniform: bool
+    n: int  # running requests the plan covers: positions 0..n-1
+    growth: list[int]
+    reserve_used: int
+    shared_used: int
+    tokens: np.ndarray | None = None
+    from_reserve: np.ndarray | None = None
+
+
+class Step:
+    """What one step scheduled (as totals), and how the requests left waiting stand."""
+
+    __slots__ = ("plan", "tokens", "decode", "batch", "context", "attn", "admitted", "preempted", "waiting",
+                 "reasons", "need", "room", "blocker", "swap_s", "reserve_idle")
+
+    def __init__(self, plan: Plan | None = None):
+        self.plan = plan  # the accepted plan (None: the sequential loop ran, or an eviction broke it)
+        self.tokens = 0  # scheduled tokens, of them `decode` for requests whose prompt was in KV
+        self.decode = 0
+        self.batch = 0  # requests given tokens
+        self.context = 0  # KV read: computed tokens of those requests
+        self.attn = 0.0  # attention work: Σ chunk·(context + chunk/2)
+        self.admitted: list[int] = []
+        self.preempted: list[int] = []
+        self.waiting: np.ndarray = _NO_IDS  # the requests left waiting, and per request: its reason,
+        self.reasons: np.ndarray = _NO_CODES
+        self.need: np.ndarray = _NO_IDS  # the blocks its whole sequence needs (−1: not checked),
+        self.room: np.ndarray = _NO_IDS  # and the blocks it could take when checked (−1: not checked)
+        self.blocker = -1  # the request at which admission stopped (head of line)
+        self.swap_s = 0.0
+        self.reserve_idle = 0
+
+    @property
+    def uniform(self) -> bool:
+        """A pure decode step: the uniform plan ran, nobody was admitted or preempted."""
+        return self.plan is not None and self.plan.uniform and not self.admitted and not self.preempted

@@ -1,0 +1,2 @@
+"""The shipped scenarios (YAML files, read by `engine.scenario`); a package only so that an
+installed engine (`pip install .`) carries them as package data."""

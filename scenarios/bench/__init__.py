@@ -1,0 +1,1 @@
+"""Benchmark scenarios: CLI only (too big for the app)."""
