@@ -41,11 +41,11 @@ def _draw(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | 
     complete = len(done) + len(failed) == total
     if complete and polling:
         st.rerun()  # the full run draws it once more, without the timer
-    coarse = all(k in done or k in failed for k in plan.order[:plan.coarse])
-    stage = "full" if complete else ("partial" if coarse else "wait")
-    table = frame(plan, done if coarse else {})
+    drawn = milestone(plan, set(done) | set(failed))
+    stage = "full" if complete else ("partial" if drawn else "wait")
     top = classes[0]
     slo = slos.get(top)
+    table = frame(plan, {k: done[k] for k in plan.order[:drawn] if k in done})
     best = knee(table, top, slo, plan.knob.prefer) if complete and slo is not None else None
     with st.container(key=f"sweep_{fingerprint(plan)}_{stage}"):
         settings = len(plan.values) - len(plan.refused)
@@ -53,19 +53,32 @@ def _draw(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | 
             st.caption(f"{total} runs: {settings} settings × {len(plan.seeds)} seeds · band = min–max over seeds, "
                        "line = median · ✕ = some of the class's requests were rejected there")
         else:
-            first = "the coarse curve is drawn; refining" if coarse else "computing a coarse curve"
+            first = "the coarse curve is drawn; refining" if drawn else "computing a coarse curve"
             st.caption(f":material/progress_activity: {len(done)} of {total} runs done — {first} (every setting, "
                        "then more seeds); the controls stay live")
-        knee_text = ""
-        if best is not None:
-            knee_text = f"{best:,.4g} {unit}"
-        st.plotly_chart(p99_panels(table, classes, x_label, slos, x_range, best, knee_text), key="sw_fig",
-                        theme=None, config={"displaylogo": False})
+        knee_text = f"{best:,.4g} {unit}" if best is not None else ""
+        cache = st.session_state.setdefault("_sweep_fig", {})
+        tag = (fingerprint(plan), drawn, best, x_label, tuple(sorted(slos.items(), key=str)), x_range)
+        if cache.get("tag") != tag:  # a new figure only at a milestone: the browser redraws 4 times, not 12
+            cache.update(tag=tag, fig=p99_panels(table, classes, x_label, slos, x_range, best, knee_text))
+        st.plotly_chart(cache["fig"], key="sw_fig", theme=None, config={"displaylogo": False})
         if failed:
             first = next(iter(failed.values()))
             st.warning(f"{len(failed)} of {total} runs failed ({first}).", icon=":material/error:")
         if complete:
             _verdict(plan, table, top, slo, best, unit)
+
+
+def milestone(plan: Plan, finished: set[str]) -> int:
+    """How many keys of the run order to draw: the longest finished prefix that ends at a milestone
+    (the coarse curve, every setting with one seed, then each further seed for every setting)."""
+    per_seed = len(plan.order) // max(len(plan.seeds), 1)
+    marks = [plan.coarse] + [per_seed * j for j in range(1, len(plan.seeds) + 1)]
+    best = 0
+    for m in sorted(set(marks)):
+        if m and all(k in finished for k in plan.order[:m]):
+            best = m
+    return best
 
 
 def _verdict(plan: Plan, table, top: str, slo: float | None, best: float | None, unit: str) -> None:

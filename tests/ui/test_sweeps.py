@@ -117,3 +117,19 @@ def test_an_empty_table_still_draws_the_panels():
     fig = p99_panels(sweeps.frame(hand_plan(), {}), ["P0", "P2"], "x", {"P0": 1.0}, (0, 10))
     assert fig.layout.yaxis.domain and fig.layout.yaxis3.domain and len(fig.layout.annotations) >= 3
     assert np.isfinite(fig.layout.xaxis.range).all()
+
+
+def test_the_curve_is_redrawn_only_at_milestones():
+    from ui.live import milestone
+
+    sc = load("default")
+    p = sweeps.plan(sc, "reserve", values_for(KNOBS["reserve"], 0, 4096, 9), [1, 2, 3])
+    order = p.order
+    assert milestone(p, set()) == 0
+    assert milestone(p, set(order[:4])) == 0  # the coarse curve is not complete yet
+    assert milestone(p, set(order[:5])) == 5
+    assert milestone(p, set(order[:8])) == 5
+    assert milestone(p, set(order[:9])) == 9  # every setting, first seed
+    assert milestone(p, set(order[:17])) == 9 and milestone(p, set(order[:18])) == 18
+    assert milestone(p, set(order)) == 27
+    assert milestone(p, set(order[1:])) == 0  # a prefix, not just a count
