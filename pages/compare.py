@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine import ScenarioError
-from ui import figures, layout, limits, runs, text, viewstate, views
+from ui import figures, layout, limits, runs, text, views, viewstate
 from ui.codec import POLICIES
 from ui.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
 from ui.state import current

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import layout, live, runs, viewstate, views
+from ui import layout, live, runs, views, viewstate
 from ui.state import current
 from ui.sweeps import KNOBS, values_for
 

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import figures, inversions, layout, text, viewstate, views
+from ui import figures, inversions, layout, text, views, viewstate
 from ui.fig_timeline import timeline
 from ui.state import current
 
@@ -45,7 +45,8 @@ options = [-1] + top_ids + ([ss["tl_req"]] if ss["tl_req"] >= 0 and ss["tl_req"]
 def label(i: int) -> str:
     if i < 0:
         return "Pick a request to read its story (top-priority ones listed)"
-    return f"#{i} {req.at[i, 'class']} · TTFT {text.seconds(req.at[i, 'ttft_s'] if pd.notna(req.at[i, 'ttft_s']) else None)}"
+    ttft = req.at[i, "ttft_s"]
+    return f"#{i} {req.at[i, 'class']} · TTFT {text.seconds(ttft if pd.notna(ttft) else None)}"
 
 
 pick = st.selectbox("Read a request's story", options, format_func=label, key="tl_req")
@@ -71,7 +72,8 @@ if pick >= 0:
         st.markdown(f"**Admitted ahead of #{pick}** (lower priority, during its inversion episodes)")
         st.dataframe(mine.rename(columns={"t_s": "admitted at (s)", "overtaker_need_blocks": "it needed (blocks)",
                                           "need_blocks": f"#{pick} needed (blocks)"})
-                     [["overtaker", "overtaker_class", "admitted at (s)", "it needed (blocks)", f"#{pick} needed (blocks)"]],
+                     [["overtaker", "overtaker_class", "admitted at (s)", "it needed (blocks)",
+                       f"#{pick} needed (blocks)"]],
                      hide_index=True, width="stretch")
     w = res.waits[res.waits["request"] == pick]
     if len(w):

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import layout, lessons, runs, viewstate, views
+from ui import layout, lessons, runs, views, viewstate
 from ui.sidebar import load_scenario
 from ui.state import current
 

@@ -7,7 +7,8 @@ Two columns may never share a name: a duplicate would silently merge them in the
 
 from __future__ import annotations
 
-from typing import Any, MutableMapping
+from collections.abc import MutableMapping
+from typing import Any
 
 from engine.scenario import Scenario, apply_overrides, from_dict, to_dict
 

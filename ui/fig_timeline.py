@@ -232,7 +232,8 @@ def _wait_hover(w: pd.DataFrame, requests: pd.DataFrame, held: pd.DataFrame, got
                 y_of: dict) -> dict:
     """Invisible markers at wait midpoints: reason, KV need, holders, and who was admitted ahead."""
     names = dict(zip(requests["id"], requests["class"].astype(str)))
-    held_text = {k: ", ".join(f"#{r} {c} ({b:,} blocks)" for r, c, b in zip(g["holder"], g["holder_class"], g["blocks"]))
+    held_text = {k: ", ".join(f"#{r} {c} ({b:,} blocks)"
+                              for r, c, b in zip(g["holder"], g["holder_class"], g["blocks"]))
                  for k, g in held.groupby("wait")} if len(held) else {}
     ahead_by_wait: dict[int, list[str]] = {}
     if len(got_ahead):

@@ -10,8 +10,9 @@ are each valid but cannot run together. Pure: no streamlit import, so it is fuzz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from engine.scenario import Scenario, ScenarioError
 

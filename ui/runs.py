@@ -27,7 +27,7 @@ WORKERS = max(1, min(4, os.cpu_count() or 1))
 @st.cache_data(max_entries=64, max_size="600MB", show_spinner="Simulating…")
 def _cached_run(key: str) -> Result:
     res = run_json(key)
-    res.steps, res.episodes  # derived on first use: derive them once here, so the cached copy has them
+    _ = res.steps, res.episodes  # derived on first use: derive them once here, so the cached copy has them
     return res
 
 
@@ -53,11 +53,11 @@ def viewer_id() -> str:
 @st.cache_data(max_entries=64, show_spinner=False)
 def sweep_plan(sc_key: str, knob: str, values: tuple[float, ...], seeds: tuple[int, ...], cls: str | None):
     """The sweep's points and run order (cached: building them validates every point)."""
+    import json
+
     from engine import from_dict
 
     from .limits import why_not
     from .sweeps import plan
-
-    import json
 
     return plan(from_dict(json.loads(sc_key)), knob, list(values), list(seeds), cls, why_not=why_not)

@@ -16,7 +16,8 @@ CUT_OFF = """() => {
   for (const m of document.querySelectorAll('[data-testid=stMetric] [data-testid=stMarkdownContainer]'))
     if (m.scrollWidth > m.clientWidth + 1) out.push('card: ' + m.textContent);
   for (const d of document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller'))
-    if (d.scrollWidth > d.clientWidth + 1) out.push('table: ' + d.closest('[data-testid=stDataFrame]').textContent.slice(0, 60));
+    if (d.scrollWidth > d.clientWidth + 1)
+      out.push('table: ' + d.closest('[data-testid=stDataFrame]').textContent.slice(0, 60));
   for (const p of document.querySelectorAll('.js-plotly-plot'))
     if (p.scrollWidth > p.parentElement.clientWidth + 2) out.push('chart wider than its column');
   return out; }"""
@@ -27,7 +28,8 @@ def cut_off(page) -> list[str]:
 
 
 @pytest.mark.parametrize("path, name", [("/?policy=priority&reserve=1024&p2_cap=4096", "playground"),
-                                        ("/memory", "memory"), ("/compare", "compare"), ("/p99?sw_pts=3&sw_seeds=1", "p99"),
+                                        ("/memory", "memory"), ("/compare", "compare"),
+                                        ("/p99?sw_pts=3&sw_seeds=1", "p99"),
                                         ("/timeline", "timeline")])
 def test_nothing_is_cut_off_at_1280_px(page, app_url, shots, path, name):
     open_app(page, f"{app_url}{path}")

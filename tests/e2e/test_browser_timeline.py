@@ -31,7 +31,8 @@ def test_a_picked_request_tells_its_story_and_the_link_keeps_it(page, app_url, s
     open_app(page, f"{app_url}/timeline?preset=classic-inversion&tl_req=48")
     story = page.get_by_test_id("stMain").get_by_text("Meanwhile", exact=False).first
     expect(story).to_contain_text("admitted ahead of it")
-    expect(page.get_by_text(re.compile(r"#25 P1 at 9\.21 s \(needed 13 blocks; this one needed 375\)"))).to_have_count(1)
+    named = re.compile(r"#25 P1 at 9\.21 s \(needed 13 blocks; this one needed 375\)")
+    expect(page.get_by_text(named)).to_have_count(1)
     expect(page.get_by_text("biggest holders #24 P2 (1635 blocks)", exact=False)).to_have_count(1)
     expect(page).to_have_url(re.compile("tl_req=48"))
     full_shot(page, shots / "timeline_story_48.png")
@@ -47,7 +48,8 @@ def test_a_10k_request_run_stays_fluent(page, app_url, shots):
     page.get_by_text("All requests").click()
     t1 = time.monotonic()
     wait_idle(page)
-    print(f"\n10k-request timeline: open (incl. simulating) {first:.1f} s; switch to all requests {time.monotonic() - t1:.2f} s")
+    print(f"\n10k-request timeline: open (incl. simulating) {first:.1f} s; "
+          f"switch to all requests {time.monotonic() - t1:.2f} s")
     expect(page.get_by_text(re.compile(r"Showing 300 of [\d,]+ requests"))).to_have_count(1)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     full_shot(page, shots / "timeline_10k_all.png")

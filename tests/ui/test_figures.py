@@ -65,5 +65,5 @@ def test_step_time_table_is_memory_bound_for_decode_and_compute_bound_for_prefil
     assert list(t.columns) == ["compute_ms", "memory_ms", "overhead_ms", "step_ms"]
     assert t.loc["decode ×1", "memory_ms"] > t.loc["decode ×1", "compute_ms"]
     assert t.loc["prefill 8,192 tok", "compute_ms"] > t.loc["prefill 8,192 tok", "memory_ms"]
-    for case, r in t.iterrows():
+    for _, r in t.iterrows():
         assert r["step_ms"] == pytest.approx(max(r["compute_ms"], r["memory_ms"]) + r["overhead_ms"], abs=0.02)

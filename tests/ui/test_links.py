@@ -5,7 +5,7 @@ parameter, and quotes user text inertly.
 """
 
 import re
-from functools import lru_cache
+from functools import cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +21,7 @@ PRESETS = scenario_names()
 VIEW = views.VIEW_KEYS["p99"] | views.VIEW_KEYS["timeline"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def codec_for(name: str) -> Codec:
     return Codec(load_raw(name))
 
@@ -139,7 +139,7 @@ def test_fuzz_the_view_decoder(texts):
     params = views.timeline_params(["P0", "P1", "P2"], 120.0, 300)
     defaults = {"tl_show": "story", "tl_cls": ["P0", "P1", "P2"], "tl_from": 0.0, "tl_to": 120.0, "tl_req": -1}
     got, notes = links.check_view(params, defaults, texts)
-    for key, text in texts.items():
+    for key in texts:
         assert key in got or named(key, notes)
     for note in notes:
         assert not UNESCAPED.search(note), note

@@ -49,7 +49,8 @@ def test_ahead_names_the_overtaker_and_both_needs():
 
 def test_waited_on_lists_the_holders_of_each_wait():
     on = inversions.waited_on(Run(), [1])
-    assert on[["request", "wait", "holder", "holder_class", "blocks", "rank"]].values.tolist() == [[1, 0, 0, "lo", 50, 0]]
+    got = on[["request", "wait", "holder", "holder_class", "blocks", "rank"]].values.tolist()
+    assert got == [[1, 0, 0, "lo", 50, 0]]
 
 
 def test_story_lanes_put_the_top_class_first_then_holders_then_one_lane_per_class_ahead():
