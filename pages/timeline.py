@@ -15,7 +15,8 @@ classes = res.class_names
 req = res.requests
 t_end = round(float(max(res.summary["sim_time_s"], 1.0)), 2)
 params = views.timeline_params(classes, t_end, len(req))
-defaults = {"tl_show": "story", "tl_cls": list(classes), "tl_from": 0.0, "tl_to": t_end, "tl_req": -1}
+span = inversions.story_span(res)  # open where the story happens; the slider widens it
+defaults = {"tl_show": "story", "tl_cls": list(classes), "tl_from": span[0], "tl_to": span[1], "tl_req": -1}
 viewstate.seed(params, defaults)
 ss = st.session_state
 ss["tl_window"] = (ss["tl_from"], ss["tl_to"])
@@ -87,9 +88,7 @@ if pick >= 0:
                          width="stretch")
 
 with st.expander("What the colours mean", icon=":material/palette:"):
-    st.dataframe(pd.DataFrame(figures.reason_legend(), columns=["reason", "colour", "meaning"]).drop(columns="colour"),
-                 hide_index=True, width="stretch",
-                 column_config={"meaning": st.column_config.TextColumn(width="large")})
+    st.markdown("\n".join(f"- **{label}** — {meaning}" for label, _, meaning in figures.reason_legend()))
     st.caption("Each lane's thin line is the request's life, the bar in its class colour is it running; thick bars "
                "are waits, coloured by reason; a dark diamond marks an inversion (a lower-priority request admitted "
                "while it waited).")

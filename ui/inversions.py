@@ -126,6 +126,22 @@ def strip(episodes: pd.DataFrame, classes: list[str], t_end: float, bins: int = 
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["t_s", "class", "value"])
 
 
+def story_span(res: Result, pad: float = 0.03) -> tuple[float, float]:
+    """Where the top class's waits happen: from the first waiting top-priority arrival to the last
+    such request's finish, padded by 3 % of the run (the whole run if none waited)."""
+    t_end = float(max(res.summary["sim_time_s"], 1.0))
+    req = res.requests
+    if not len(req) or not len(res.waits):
+        return 0.0, round(t_end, 2)
+    top = int(req["priority"].min())
+    waited = req[req["id"].isin(res.waits.loc[res.waits["priority"] == top, "request"])]
+    if not len(waited):
+        return 0.0, round(t_end, 2)
+    lo = float(waited["arrival_s"].min()) - pad * t_end
+    hi = float(waited["finish_s"].fillna(t_end).max()) + pad * t_end
+    return round(max(lo, 0.0), 2), round(min(hi, t_end), 2)
+
+
 @dataclass(frozen=True)
 class Lane:
     """One row of the timeline: a request, or all of a class's admissions ahead of the top class."""

@@ -172,3 +172,11 @@ def test_close_episodes_merge_into_one_stripe_per_lane():
     ep = pd.DataFrame({"request": [1, 1, 1, 2], "start_s": [0.0, 1.05, 3.0, 1.0], "end_s": [1.0, 2.0, 4.0, 1.5]})
     got = merge_close(ep, 0.1)
     assert got[["request", "start_s", "end_s"]].values.tolist() == [[1, 0.0, 2.0], [1, 3.0, 4.0], [2, 1.0, 1.5]]
+
+
+def test_the_story_span_frames_the_top_class_waits():
+    assert inversions.story_span(Run()) == (0.82, 4.18)  # #1 arrives at 1 s and finishes at 4 s; 3 % of 6 s
+    res = simulate(load("default"))
+    lo, hi = inversions.story_span(res)
+    waited = res.requests[res.requests["id"].isin(res.waits.loc[res.waits["priority"] == 0, "request"])]
+    assert lo <= waited["arrival_s"].min() and hi >= waited["finish_s"].max() and hi - lo < 0.6 * 117
