@@ -8,15 +8,18 @@ CacheReplayClosureError); progress is shown by the page, from what the pool repo
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 
 import streamlit as st
 
-from engine import Result
+from engine import Result, from_dict
 from engine.scenario import Scenario
 
+from .limits import why_not
 from .pool import RunPool
+from .sweeps import Plan, plan
 from .variants import baseline
 from .work import run_json
 from .worker import WorkerExecutor
@@ -51,13 +54,6 @@ def viewer_id() -> str:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def sweep_plan(sc_key: str, knob: str, values: tuple[float, ...], seeds: tuple[int, ...], cls: str | None):
+def sweep_plan(sc_key: str, knob: str, values: tuple[float, ...], seeds: tuple[int, ...], cls: str | None) -> Plan:
     """The sweep's points and run order (cached: building them validates every point)."""
-    import json
-
-    from engine import from_dict
-
-    from .limits import why_not
-    from .sweeps import plan
-
     return plan(from_dict(json.loads(sc_key)), knob, list(values), list(seeds), cls, why_not=why_not)
