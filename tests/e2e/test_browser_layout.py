@@ -70,6 +70,7 @@ def test_remedy_presets_show_their_effect(page, app_url, preset):
     expect(page.get_by_test_id("stMetric").filter(has_text="P0 · P99 TTFT").get_by_test_id("stMetricDelta")) \
         .to_have_count(1)
     expect(page.get_by_text(re.compile("Deltas: against the same traffic"))).to_have_count(1)
+    expect(page.get_by_text(re.compile("The classic-inversion traffic"))).to_have_count(1)  # what to look at
 
 
 def test_compare_follows_the_sidebar_and_refuses_a_duplicate_name(page, app_url, shots):
