@@ -18,6 +18,7 @@ from .codec import Param, fmt_value, parse
 from .links import check_view
 
 STORE = "_views"
+DEFAULTS = "_view_defaults"  # the defaults of the last run, per page
 
 
 def _page() -> str:
@@ -40,6 +41,7 @@ def seed(params: list[Param], defaults: dict[str, Any]) -> None:
     ss = st.session_state
     lab = state.current()
     stored = _stored()
+    linked: set[str] = set()
     if lab.entered:
         texts = {p.short: st.query_params.get_all(p.short)[-1] for p in params if p.short in st.query_params}
         values, notes = check_view(params, defaults, texts)
@@ -47,11 +49,16 @@ def seed(params: list[Param], defaults: dict[str, Any]) -> None:
             if k not in values:
                 del st.query_params[k]
         lab.note(notes)
+        linked = set(values)
         for p in params:
             ss[p.short] = values.get(p.short, stored.get(p.short, defaults[p.short]))
+    before = st.session_state.setdefault(DEFAULTS, {}).setdefault(_page(), {})
     for p in params:
         v = ss.get(p.short, stored.get(p.short, defaults[p.short]))
+        if p.short in before and v == before[p.short] and p.short not in linked:
+            v = defaults[p.short]  # never changed by hand: follow the default (it moves with the scenario)
         ss[p.short] = v if valid(p, v) else defaults[p.short]
+        before[p.short] = defaults[p.short]
 
 
 def publish(params: list[Param], defaults: dict[str, Any]) -> dict[str, str]:

@@ -331,3 +331,13 @@ def test_every_preset_the_app_lists_runs_within_its_limit():
     at = fresh()
     assert at.selectbox(key="preset").options == names
     assert load("stress-100k").name == "stress-100k"  # still found by name, for `python -m engine bench`
+
+
+def test_view_settings_left_at_their_default_follow_the_scenario():
+    at = on_page("pages/p99.py")
+    assert at.number_input(key="sw_to").value == 4096  # min(4096, budget / 2)
+    at.number_input(key="budget").set_value(4096).run()
+    assert at.number_input(key="sw_to").value == 2048  # the default range moved with the budget
+    at.number_input(key="sw_to").set_value(1000).run()
+    at.number_input(key="budget").set_value(8192).run()
+    assert at.number_input(key="sw_to").value == 1000  # a value set by hand stays
