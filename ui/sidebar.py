@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import streamlit as st
 
 from engine import ScenarioError, TraceError, scenario_names, to_yaml
-from engine.scenario import load_raw
+from engine.scenario import load_shipped
 
 from . import codec as codec_mod
 from . import limits, links, runs, uploads
@@ -41,12 +41,12 @@ SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations"
 @lru_cache(maxsize=32)
 def preset_codec(preset: str) -> Codec:
     """The codec of a shipped preset (files do not change while the app runs)."""
-    return Codec(load_raw(preset))
+    return Codec(load_shipped(preset))
 
 
 def base_raw(preset: str) -> dict:
     """The mapping the controls are relative to: an uploaded scenario, or the preset file."""
-    return st.session_state.get(UPLOAD_KEY) or load_raw(preset)
+    return st.session_state.get(UPLOAD_KEY) or load_shipped(preset)
 
 
 def codec_of(preset: str) -> Codec:
@@ -282,7 +282,7 @@ def _files(lab: Lab) -> None:
                       on_change=_on_yaml_upload)
     box.file_uploader("Upload a trace (CSV/JSONL, ≤ 20 MB)", type=["csv", "jsonl", "json"], key="_up_trace",
                       on_change=_on_trace_upload)
-    if err := st.session_state.get("_upload_error"):
+    if err := st.session_state.pop("_upload_error", None):  # shown once: the next rerun starts clean
         box.error(plain(err), icon=":material/error:")
     if lab.uploaded:
         box.button("Discard the upload", on_click=_on_reset_upload, width="stretch")
@@ -292,14 +292,13 @@ def _on_yaml_upload() -> None:
     f = st.session_state.get("_up_yaml")
     if f is None:
         return
-    try:
-        raw = uploads.scenario_from_upload(f.name, f.getvalue())
-    except (ScenarioError, TraceError) as err:
-        st.session_state["_upload_error"] = str(err)
+    up = uploads.try_scenario(f.name, f.getvalue())
+    if up.error:  # the app keeps what it had: a refused upload changes nothing
+        st.session_state["_upload_error"] = up.error
         return
     st.session_state.pop("_upload_error", None)
-    st.session_state[UPLOAD_KEY] = raw
-    set_controls(st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET), raw=raw)
+    st.session_state[UPLOAD_KEY] = up.raw
+    set_controls(st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET), raw=up.raw)
 
 
 def _on_trace_upload() -> None:
@@ -307,14 +306,13 @@ def _on_trace_upload() -> None:
     if f is None:
         return
     preset = st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET)
-    try:
-        raw = uploads.with_trace(base_raw(preset), f.name, f.getvalue())
-    except (ScenarioError, TraceError) as err:
-        st.session_state["_upload_error"] = str(err)
+    up = uploads.try_trace(base_raw(preset), f.name, f.getvalue(), st.session_state)  # a folder per session
+    if up.error:
+        st.session_state["_upload_error"] = up.error
         return
     st.session_state.pop("_upload_error", None)
-    st.session_state[UPLOAD_KEY] = raw
-    set_controls(preset, raw=raw)
+    st.session_state[UPLOAD_KEY] = up.raw
+    set_controls(preset, raw=up.raw)
 
 
 def _on_reset_upload() -> None:

@@ -107,7 +107,7 @@ def test_a_link_value_that_cannot_run_is_refused_and_the_control_agrees():
     at = fresh(p1_rate="9000")
     assert not at.exception
     assert "p1\\_rate" in notes(at) or "p1_rate" in notes(at).replace("\\", "")
-    assert "at most 50,000" in notes(at)
+    assert "the 50,000 allowed" in notes(at)
     assert at.number_input(key="p1_rate").value == pytest.approx(3.0)
     assert "p1_rate" not in at.query_params
     assert metric(at, "P0 · P99 TTFT") == metric(fresh(), "P0 · P99 TTFT")
@@ -123,7 +123,7 @@ def test_a_control_change_that_cannot_run_is_refused_beside_the_control():
     at.number_input(key="p1_rate").set_value(9000.0).run()
     assert not at.exception
     assert at.number_input(key="p1_rate").value == pytest.approx(3.0)  # back to the last value that ran
-    assert "cannot run" in refusal(at) and "at most 50,000" in refusal(at) and "Back to 3" in refusal(at)
+    assert "cannot run" in refusal(at) and "the 50,000 allowed" in refusal(at) and "Back to 3" in refusal(at)
     assert not notes(at)  # no "from the link" banner: no link was used
     assert metric(at, "P0 · P99 TTFT") == before
     at.selectbox(key="model").set_value("Llama-3-70B").run()

@@ -89,7 +89,7 @@ def test_why_not_agrees_with_the_engine():
     assert "Llama-3-70B" in why_not(load("default", {"model.name": "Llama-3-70B"}))
     assert "nothing" in why_not(load("default", {"mitigations.p0_kv_reserve": 10**6}))
     assert "must be below" in why_not(load("default", {"mitigations.p0_token_reserve": 8192}))
-    assert "at most" in why_not(load("default", {"classes.P1.arrival.rate": 9000}))
+    assert "50,000 allowed" in why_not(load("default", {"classes.P1.arrival.rate": 9000}))  # the app's work cap
 
 
 # ------------------------------------------------------------------------------------------
