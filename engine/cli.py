@@ -1,4 +1,4 @@
-"""Command line: `python -m engine run|list|validate|bench`.
+"""Command line: `python -m engine run|list|validate|bench|sweep|plan` (sweep and plan: engine.sweep_cli).
 
 Errors in scenarios, overrides or traces print one line to stderr and exit with code 2.
 """
@@ -12,6 +12,8 @@ from pathlib import Path
 
 from .metrics import clean
 from .scenario import ScenarioError, bench_names, load, parse_assignment, scenario_names
+from .sweep_cli import COMMANDS as SWEEP_COMMANDS
+from .sweep_cli import add_parsers as add_sweep_parsers
 from .traces import TraceError
 
 
@@ -35,13 +37,14 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("file")
     bench = sub.add_parser("bench", help="print wall time, steps/s and requests/s")
     bench.add_argument("--quick", action="store_true", help="skip the 100k-request run")
+    add_sweep_parsers(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "list": _list, "validate": _validate, "bench": _bench}[args.cmd](args)
+        return {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS}[args.cmd](args)
     except (ScenarioError, TraceError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
