@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sweep_helpers import InlineBackend, comparable, spec_data
 
 from engine import from_dict, load, simulate
 from engine.sweep import Range, Sample, SweepError, batch_size, expand, parse_spec, run_id, run_summaries, run_sweep
 from engine.sweep_exec import LocalBackend, summary_rows
 from engine.sweep_store import read_manifest, read_table
+from tests.sweep_fixtures import InlineBackend, comparable, spec_data
 
 # ---------------------------------------------------------------------------------------------
 # Expansion

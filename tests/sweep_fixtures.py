@@ -1,4 +1,5 @@
-"""Shared pieces of the sweep tests: small specs and a backend that runs tasks in this process."""
+"""Shared pieces of the sweep tests (engine, ui, app): small specs, a backend that runs tasks in
+this process, a small plan output."""
 
 from __future__ import annotations
 
@@ -45,3 +46,33 @@ class InlineBackend:
 def comparable(table):
     """A table without its one non-deterministic column (wall time)."""
     return table.drop(columns=["wall_time_s"]).reset_index(drop=True)
+
+
+TINY_PLAN_BASE = {
+    "name": "tiny-plan", "duration_s": 20, "cost": {"model": "fixed", "step_time_s": 0.02},
+    "kv": {"num_blocks": 400, "block_size": 16},
+    "scheduler": {"max_num_batched_tokens": 1024, "max_num_seqs": 16},
+    "classes": {
+        "hi": {"priority": 0, "arrival": {"rate": 4}, "prompt": {"value": 256}, "output": {"value": 32},
+               "slo": {"ttft_s": 1.0}},
+        "lo": {"priority": 1, "arrival": {"rate": 8}, "prompt": {"dist": "uniform", "low": 500, "high": 3000},
+               "output": {"value": 64}},
+    },
+}
+
+
+def tiny_plan_output(out):
+    """A small plan output directory (FCFS vs priority, replicas 1..8, two seeds) at `out`."""
+    import yaml
+
+    from engine.plan import run_plan
+    from engine.sweep import load_spec
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    base = out.parent / "tiny-plan-base.yaml"
+    base.write_text(yaml.safe_dump(TINY_PLAN_BASE))
+    spec = out.parent / "tiny-plan.yaml"
+    spec.write_text(yaml.safe_dump({"base": base.name, "seeds": [0, 1], "plan": {"replicas": [1, 8]},
+                                    "grid": {"scheduler.policy": ["fcfs", "priority"]}}))
+    run_plan(load_spec(spec), out, InlineBackend(), progress=False)
+    return out
