@@ -25,6 +25,7 @@ the app's Sweeps page alike: a plain sweep with a GPU count among its knobs has 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,13 @@ def parse_plan(spec: Spec, origin: str = "spec") -> PlanSpec:
     for t in tp:  # every size must be a valid scenario with the base (GPU count limits, memory)
         make_run(spec.base_data, {TP_KEY: t, REPLICAS_KEY: rep[0]}, spec.seeds[0])
     return PlanSpec(tuple(dict.fromkeys(tp)), rep[0], rep[1], criterion, float(target))
+
+
+def max_runs(spec: Spec, ps: PlanSpec) -> int:
+    """The most runs a plan can take: every search tests both ends, then bisects."""
+    width = ps.hi - ps.lo
+    per_search = 1 if width == 0 else 2 + math.ceil(math.log2(width))
+    return len(ps.tensor_parallel) * len(spec.points()) * per_search * len(spec.seeds)
 
 
 # ---------------------------------------------------------------------------------------------

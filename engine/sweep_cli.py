@@ -27,9 +27,9 @@ def add_parsers(sub) -> None:
         p.add_argument("--checkpoint-s", type=float, default=5.0, metavar="S",
                        help="write finished runs to --out at least this often (default 5 s)")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
+        p.add_argument("--dry-run", action="store_true", help="validate the spec, print how many runs, run nothing")
         if name == "sweep":
             p.add_argument("--batch", type=int, help="runs per task (default: automatic, at most 32)")
-            p.add_argument("--dry-run", action="store_true", help="print the runs' count and knobs, run nothing")
 
 
 def _sigterm_as_interrupt() -> None:
@@ -87,10 +87,15 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from .plan import format_plan, run_plan
+    from .plan import format_plan, max_runs, parse_plan, run_plan
     from .sweep import load_spec
 
     spec = load_spec(args.spec)
+    if args.dry_run:
+        ps = parse_plan(spec, args.spec.name)
+        print(f"plan {spec.name}: TP {list(ps.tensor_parallel)} × {len(spec.points())} settings × replicas "
+              f"{ps.lo}..{ps.hi} (bisection) × {len(spec.seeds)} seeds: at most {max_runs(spec, ps)} runs")
+        return 0
     out = _out(args, spec)
     _sigterm_as_interrupt()
     backend = _backend(args)

@@ -151,3 +151,30 @@ def test_plan_prints_the_frontier_and_cheapest_and_exits_1_without_a_plan(tmp_pa
     proc = cli("plan", str(hard), "--out", str(tmp_path / "h"), "--quiet")
     assert proc.returncode == 1, proc.stderr
     assert "no plan:" in proc.stdout
+
+
+def _readme_sweep_block() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Sweeps and capacity planning", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#")[0].strip() for line in block.strip().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("command", _readme_sweep_block())
+def test_readme_sweep_commands_validate(command, tmp_path):
+    """Each command of the README's sweep block names a shipped spec that validates (--dry-run)."""
+    import shlex
+
+    args = shlex.split(command)
+    assert args[:3] == ["python", "-m", "engine"] and args[3] in ("sweep", "plan")
+    proc = cli(*args[3:], *([] if "--dry-run" in args else ["--dry-run"]))
+    assert proc.returncode == 0, proc.stderr
+    assert " runs" in proc.stdout
+
+
+def test_readme_lists_every_spec_key():
+    from engine.sweep import SPEC_KEYS
+
+    text = (REPO / "README.md").read_text(encoding="utf-8").split("## Sweeps and capacity planning", 1)[1]
+    table = text.split("| key | meaning |", 1)[1].split("\n\n", 1)[0]
+    listed = {k.strip("` ") for row in table.splitlines()[2:] for k in row.split("|")[1].split(",")}
+    assert listed == set(SPEC_KEYS)
