@@ -98,10 +98,10 @@ def ensure_ray_venv() -> None:
 
 
 def test_ray(argv: list[str]) -> int:
-    """The Ray tests in .venv-ray, where a missing Ray fails instead of skipping."""
+    """The Ray tests in .venv-ray, where a missing Ray fails instead of skipping (`argv`: pytest options)."""
     ensure_ray_venv()
     env = {**os.environ, "INVERSION_LAB_REQUIRE_RAY": "1"}
-    return subprocess.call([str(RAY_PY), "-m", "pytest", *(argv or RAY_TESTS)], cwd=ROOT, env=env)
+    return subprocess.call([str(RAY_PY), "-m", "pytest", *argv, *RAY_TESTS], cwd=ROOT, env=env)
 
 
 def fidelity(argv: list[str]) -> int:
