@@ -5,10 +5,11 @@
     python -m engine.sweep_bench --overhead-only
 
 Every run is the default scenario with its own seed (the spec `base: default, seeds: N`).
-*Overhead*: the same K runs (1) called directly in this process — `simulate(from_dict(json))`
-plus turning the summary into rows, i.e. the run itself — and (2) through `run_sweep` with one
-local worker, which adds expansion (validation, hashing), the process pool, pickling, parts,
-the consolidated Parquet + CSV and the manifest; overhead per run = (2 − 1) / K.
+*Overhead*: the same K runs (1) called one after another in a fresh worker process —
+`simulate(from_dict(json))` plus turning the summary into rows, i.e. the run itself — and (2)
+through `run_sweep` with one local worker, which adds expansion (validation, hashing), the pool,
+batching, pickling, parts, the consolidated Parquet + CSV and the manifest; overhead per run =
+(2 − 1) / K, in wall time and in CPU time of all processes (the latter is robust to other load).
 *Throughput*: N runs through `run_sweep` on all cores (or the Ray instance), wall time from the
 first expansion to the last file written. Runs go to a temporary directory, removed after.
 """
@@ -40,19 +41,29 @@ def cpu() -> float:
 
 
 def direct(keys: list[str]) -> tuple[float, float]:
-    """Wall and CPU time of the runs themselves, one after another in this process."""
-    t0, c0 = time.perf_counter(), cpu()
+    """Wall and CPU time of the runs themselves, one after another in one process (no pool, no
+    batches, no output): `simulate(from_dict(json))` and the summary's rows."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for key in keys:
         sc = from_dict(json.loads(key))
         summary_rows(simulate(sc).summary, sc)
-    return time.perf_counter() - t0, cpu() - c0
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def direct_in_a_worker(keys: list[str]) -> tuple[float, float]:
+    """`direct` in a fresh worker process, as the sweep's runs execute (same start method)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    backend = make_backend("local", workers=1)
+    with ProcessPoolExecutor(1, mp_context=backend._ctx) as pool:
+        pool.submit(direct, keys[:3]).result()  # imports and caches warm, as after a worker's first task
+        return pool.submit(direct, keys).result()
 
 
 def overhead(k: int, tmp: Path) -> dict:
     spec = spec_of(k, start=100_000)
     keys = [r.key for r in expand(spec)]
-    direct(keys[:5])  # warm imports and caches, as a worker's would be after its first task
-    t_direct, c_direct = direct(keys)
+    t_direct, c_direct = direct_in_a_worker(keys)
     backend = make_backend("local", workers=1)
     t0, c0 = time.perf_counter(), cpu()
     run_sweep(spec, tmp / "overhead", backend, progress=False)
@@ -68,15 +79,16 @@ def overhead(k: int, tmp: Path) -> dict:
 
 def throughput(n: int, backend_name: str, workers: int | None, address: str | None, tmp: Path) -> dict:
     spec = spec_of(n)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu()
     backend = make_backend(backend_name, address, workers)
     t_start = time.perf_counter() - t0
     o = run_sweep(spec, tmp / f"throughput-{backend_name}", backend, progress=True)
     wall = time.perf_counter() - t0
     backend.close()
+    used = cpu() - c0  # this process + the pool's workers (Ray's workers are not our children)
     return {"runs": n, "backend": backend_name, "workers": backend.workers, "wall_s": wall,
             "backend_start_s": t_start, "runs_per_s": n / wall, "status": o.status,
-            "for_10k_min": wall / n * 10_000 / 60}
+            "for_10k_min": wall / n * 10_000 / 60, "cpu_s": used if backend_name == "local" else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"throughput: {t['runs']:,} runs on {t['backend']} × {t['workers']}: {t['wall_s']:.1f} s wall "
                   f"(backend start {t['backend_start_s']:.1f} s), {t['runs_per_s']:.1f} runs/s → "
                   f"{t['for_10k_min']:.2f} min per 10,000 runs", flush=True)
+            if t["cpu_s"]:
+                idle_min = t["cpu_s"] / t["workers"] / 60 * 10_000 / t["runs"]
+                print(f"  CPU of all processes {t['cpu_s']:.0f} s = {t['cpu_s'] / t['runs'] * 1e3:.1f} ms/run; on "
+                      f"{t['workers']} otherwise idle cores that is {idle_min:.2f} min per 10,000 runs", flush=True)
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0
