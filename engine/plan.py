@@ -152,17 +152,34 @@ def points(table: pd.DataFrame, knobs: Sequence[str] | None = None, criterion: s
 
 def pareto(pts: pd.DataFrame) -> pd.Series:
     """The frontier: points no other point beats on all of fewer GPUs, lower top-class P99 TTFT
-    and higher throughput (at least as good on all three and better on one)."""
+    and higher throughput (at least as good on all three and better on one).
+
+    GPU counts are few, so it goes level by level (O(n log n) per level, not O(n²) memory): a
+    point is beaten by a point with fewer GPUs that is at least as good on the other two, or by
+    a point with as many GPUs that is at least as good on both and better on one."""
     if not len(pts):
         return pd.Series([], dtype=bool)
     g = pts["gpus"].to_numpy(float)
-    lat = pts["top_ttft_p99"].to_numpy(float)
-    lat = np.where(np.isnan(lat), np.inf, lat)
-    thr = pts["throughput_tok_s"].to_numpy(float)
-    ge = (g[:, None] <= g[None, :]) & (lat[:, None] <= lat[None, :]) & (thr[:, None] >= thr[None, :])
-    gt = (g[:, None] < g[None, :]) | (lat[:, None] < lat[None, :]) | (thr[:, None] > thr[None, :])
-    dominated = (ge & gt).any(axis=0)  # some i dominates j
-    return pd.Series(~dominated, index=pts.index)
+    lat = np.nan_to_num(pts["top_ttft_p99"].to_numpy(float), nan=np.inf)
+    thr = np.nan_to_num(pts["throughput_tok_s"].to_numpy(float), nan=-np.inf)
+    keep = np.ones(len(pts), dtype=bool)
+    below_lat, below_thr = np.empty(0), np.empty(0)
+    for level in np.unique(g):
+        idx = np.flatnonzero(g == level)
+        a, b = lat[idx], thr[idx]
+        if len(below_lat):  # fewer GPUs, latency <= and throughput >=
+            order = np.argsort(below_lat, kind="stable")
+            best = np.maximum.accumulate(below_thr[order])
+            pos = np.searchsorted(below_lat[order], a, side="right")
+            keep[idx] &= ~((pos > 0) & (best[np.maximum(pos, 1) - 1] >= b))
+        # same GPUs: strictly lower latency with throughput >=, or equal latency with throughput >
+        ulat, inv = np.unique(a, return_inverse=True)
+        group_max = np.full(len(ulat), -np.inf)
+        np.maximum.at(group_max, inv, b)
+        before = np.concatenate([[-np.inf], np.maximum.accumulate(group_max)[:-1]])
+        keep[idx] &= ~((before[inv] >= b) | (group_max[inv] > b))
+        below_lat, below_thr = np.concatenate([below_lat, a]), np.concatenate([below_thr, b])
+    return pd.Series(keep, index=pts.index)
 
 
 def cheapest(pts: pd.DataFrame) -> pd.Series | None:

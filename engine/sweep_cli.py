@@ -111,5 +111,18 @@ def cmd_plan(args) -> int:
     return 0 if o.cheapest is not None else 1
 
 
-COMMANDS = {"sweep": cmd_sweep, "plan": cmd_plan}
+def _interruptible(cmd):
+    """Ctrl-C before the runs start (reading, validating, starting Ray) exits 130 without a traceback;
+    once runs started, run_sweep/run_plan save what finished themselves."""
+    def wrapped(args) -> int:
+        try:
+            return cmd(args)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+
+    return wrapped
+
+
+COMMANDS = {"sweep": _interruptible(cmd_sweep), "plan": _interruptible(cmd_plan)}
 

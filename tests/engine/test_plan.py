@@ -7,6 +7,7 @@ import copy
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given
@@ -178,3 +179,21 @@ def test_plan_needs_an_slo_and_shared_routing(tmp_path):
         parse_plan(parse_spec({"base": str(tmp_path / "noslo.yaml"), "plan": {}}))
     with pytest.raises(SweepError, match="replicas.routing = 'pinned'"):
         parse_plan(parse_spec({"base": "separate-replicas", "plan": {}}))
+
+
+def _pareto_by_definition(p: pd.DataFrame) -> list[bool]:
+    g, lat = p["gpus"].to_numpy(float), np.nan_to_num(p["top_ttft_p99"].to_numpy(float), nan=np.inf)
+    thr = np.nan_to_num(p["throughput_tok_s"].to_numpy(float), nan=-np.inf)
+    out = []
+    for j in range(len(p)):
+        ge = (g <= g[j]) & (lat <= lat[j]) & (thr >= thr[j])
+        gt = (g < g[j]) | (lat < lat[j]) | (thr > thr[j])
+        out.append(not (ge & gt).any())
+    return out
+
+
+@given(st.lists(st.tuples(st.integers(1, 4), st.one_of(st.none(), st.sampled_from([0.1, 0.5, 1.0, 2.0])),
+                          st.sampled_from([100.0, 150.0, 200.0])), max_size=30))
+def test_pareto_equals_its_definition(items):
+    p = pd.DataFrame(items, columns=["gpus", "top_ttft_p99", "throughput_tok_s"], dtype=float)
+    assert pareto(p).tolist() == _pareto_by_definition(p)
