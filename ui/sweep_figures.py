@@ -101,11 +101,15 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
              slo_s: float | None = None) -> go.Figure:
     """Every setting: GPUs (x) against the top class's worst-seed P99 TTFT (y), colour = mean
     throughput, open markers for settings that miss an SLO; the Pareto frontier (fewer GPUs, lower
-    P99, more throughput) as a line; the cheapest plan (the setting whose runs are
-    `cheapest_runs`) as a star."""
+    P99, more throughput) ringed; a step line of the lowest P99 reached with at most so many GPUs;
+    the cheapest plan (the setting whose runs are `cheapest_runs`) as a star."""
     fig = go.Figure()
     top = top or "top class"
     pts = points.copy()
+    finite = pts["top_ttft_p99"].astype(float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    log = len(finite) > 0 and finite.max() / finite.min() > 30
+    at = (lambda v: float(np.log10(v))) if log else float  # annotations on a log axis take log10
     pts["label"] = [settings_label(r, knobs) for _, r in pts.iterrows()]
     lat = pts["top_ttft_p99"].astype(float)
     thr = pts["throughput_tok_s"].astype(float)
@@ -122,11 +126,14 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
             customdata=np.column_stack([pts.loc[sel, "label"], thr[sel]]),
             hovertemplate="%{x} GPUs · " + top + " P99 TTFT %{y:.3f} s · %{customdata[1]:.0f} tok/s"
                           "<br>%{customdata[0]}<extra></extra>"))
+    by_gpus = pts.groupby("gpus", sort=True)["top_ttft_p99"].min().cummin()
+    fig.add_trace(go.Scatter(x=by_gpus.index, y=by_gpus.to_numpy(), mode="lines", name="lowest P99 up to these GPUs",
+                             line=dict(color="#8c959f", width=1.5, shape="hv"), hoverinfo="skip"))
     if "frontier" in pts:
-        f = pts[pts["frontier"].astype(bool)].sort_values(["gpus", "top_ttft_p99"])
-        best = f.groupby("gpus", sort=True)["top_ttft_p99"].min().reset_index()
-        fig.add_trace(go.Scatter(x=best["gpus"], y=best["top_ttft_p99"], mode="lines", name="frontier",
-                                 line=dict(color=FRONTIER_COLOR, width=2, shape="hv"), hoverinfo="skip"))
+        f = pts[pts["frontier"].astype(bool)]
+        fig.add_trace(go.Scatter(x=f["gpus"], y=f["top_ttft_p99"], mode="markers", name="frontier",
+                                 marker=dict(symbol="circle-open", size=18, color=FRONTIER_COLOR, line=dict(width=2)),
+                                 hoverinfo="skip"))
     if cheapest_runs:
         want = set(cheapest_runs)
         sel = pts["runs"].apply(lambda r: bool(want & set(r)))
@@ -137,13 +144,12 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
                 marker=dict(symbol="star", size=22, color=CHEAPEST_COLOR, line=dict(width=1, color="white")),
                 hovertemplate=f"cheapest plan: {int(c['gpus'])} GPUs<br>{c['label']}<extra></extra>"))
             many = "s" if c["gpus"] != 1 else ""
-            fig.add_annotation(x=c["gpus"], y=c["top_ttft_p99"], text=f"cheapest: {int(c['gpus'])} GPU{many}",
+            fig.add_annotation(x=c["gpus"], y=at(c["top_ttft_p99"]), text=f"cheapest: {int(c['gpus'])} GPU{many}",
                                showarrow=True, arrowhead=2, ax=40, ay=-40, font=dict(color=CHEAPEST_COLOR))
     if slo_s is not None:
-        fig.add_hline(y=slo_s, line=dict(color="#cf222e", dash="dot", width=1),
-                      annotation_text=f"{top} TTFT SLO {slo_s:g} s", annotation_position="bottom right")
-    finite = lat[np.isfinite(lat) & (lat > 0)]
-    log = len(finite) > 0 and finite.max() / finite.min() > 30
+        fig.add_hline(y=slo_s, line=dict(color="#cf222e", dash="dot", width=1))
+        fig.add_annotation(x=1, xref="paper", xanchor="right", y=at(slo_s), yanchor="top", showarrow=False,
+                           text=f"{top} TTFT SLO {slo_s:g} s", font=dict(color="#cf222e"))
     fig.update_yaxes(title_text=f"{top} P99 TTFT, worst seed (s)", type="log" if log else "linear",
                      rangemode="tozero" if not log else None)
     fig.update_xaxes(title_text="GPUs (replicas × tensor-parallel size)", dtick=1 if pts["gpus"].max() <= 16 else None)

@@ -85,12 +85,18 @@ def test_frontier_marks_feasible_points_the_frontier_and_the_cheapest():
     assert list(by["meets every SLO"].x) == [2, 3, 4] and list(by["misses an SLO"].x) == [1]
     assert by["misses an SLO"].marker.symbol == "circle-open"
     assert list(by["frontier"].x) == [1, 2, 4] and list(by["frontier"].y) == [5.0, 0.9, 0.3]
+    steps = by["lowest P99 up to these GPUs"]
+    assert list(steps.x) == [1, 2, 3, 4] and list(steps.y) == [5.0, 0.9, 0.9, 0.3]
     assert list(by["cheapest plan"].x) == [2] and list(by["cheapest plan"].y) == [0.9]
     assert any("cheapest: 2 GPUs" in a.text for a in fig.layout.annotations)
     assert fig.layout.yaxis.type == "linear"
     assert fig.layout.shapes[0].y0 == 1.0  # the SLO line
     wide = sf.frontier(pts.assign(top_ttft_p99=[300.0, 0.9, 0.95, 0.3]), ["replicas.count"])
     assert wide.layout.yaxis.type == "log" and "cheapest plan" not in {t.name for t in wide.data}
+    wide = sf.frontier(pts.assign(top_ttft_p99=[300.0, 0.9, 0.95, 0.3]), ["replicas.count"], cheapest_runs=["b"],
+                       slo_s=1.0)
+    notes = {a.text.split(":")[0].split(" TTFT")[0]: a.y for a in wide.layout.annotations}
+    assert notes["cheapest"] == pytest.approx(np.log10(0.9)) and notes["top class"] == 0.0  # log axes: log10
 
 
 def test_frontier_from_a_sweep_table():
