@@ -1,4 +1,4 @@
-"""Command line: `python -m engine run|list|validate|bench`.
+"""Command line: `python -m engine run|list|validate|bench|sweep|plan` (sweep and plan: engine.sweep_cli).
 
 Errors in scenarios, overrides or traces print one line to stderr and exit with code 2; so does a
 scenario whose estimated work is over the default cap (`--no-work-limit` lifts it). Anything else
@@ -19,6 +19,8 @@ from .literal import clip
 from .metrics import clean
 from .preflight import preflight
 from .scenario import ScenarioError, bench_names, load, parse_assignment, scenario_names
+from .sweep_cli import COMMANDS as SWEEP_COMMANDS
+from .sweep_cli import add_parsers as add_sweep_parsers
 from .traces import TraceError
 
 NO_LIMIT_HINT = " (--no-work-limit runs it anyway)"
@@ -50,13 +52,15 @@ def _parser() -> argparse.ArgumentParser:
                          help=f"accept a scenario whose estimated work is over the default cap ({BATCH.describe()})")
     bench = sub.add_parser("bench", help="print wall time, steps/s and requests/s")
     bench.add_argument("--quick", action="store_true", help="skip the 100k-request run")
+    add_sweep_parsers(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "list": _list, "validate": _validate, "bench": _bench}[args.cmd](args)
+        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS}
+        return commands[args.cmd](args)
     except WorkLimitError as err:
         return _fail(f"{err}{NO_LIMIT_HINT}", 2)
     except (ScenarioError, TraceError) as err:
@@ -92,7 +96,7 @@ def _run(args) -> int:
     res = simulate(sc)
     if args.out:
         for name in ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts"):
-            _writable(args.out, lambda: getattr(res, name).to_csv(args.out / f"{name}.csv", index=False))
+            _writable(args.out, lambda name=name: getattr(res, name).to_csv(args.out / f"{name}.csv", index=False))
     if args.json:
         print(json.dumps(clean(res.summary)))
     else:

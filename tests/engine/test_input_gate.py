@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine import ScenarioError, TraceError, from_dict, load
-from engine import safeyaml
+from engine import ScenarioError, TraceError, from_dict, load, safeyaml
 from engine.literal import brief, clip, md_code, md_escape
 from engine.safeio import FileRefused, check_local, read_bytes
 from engine.scenario import MAX_SCENARIO_BYTES, SCENARIO_DIR, load_raw, parse_assignment, parse_yaml

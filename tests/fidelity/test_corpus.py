@@ -56,7 +56,7 @@ def test_recorded_results_are_consistent(mode):
         assert len(res["requests"]) == len(reqs)
         arrivals = [r[0] for r in reqs]
         assert arrivals == sorted(arrivals), wl["id"]
-        for r, (sched, tok, fin, pre, cached, cached_all) in zip(reqs, res["requests"]):
+        for r, (sched, tok, fin, _pre, cached, cached_all) in zip(reqs, res["requests"]):
             assert r[0] <= sched <= tok <= fin, (wl["id"], r)
             assert fin - tok >= r[2] - 1, (wl["id"], r)  # one token per step at most
             assert 0 <= cached <= cached_all and cached < r[1]

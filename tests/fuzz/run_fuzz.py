@@ -211,7 +211,7 @@ def fuzz_traces(n: int, seed: int, timeout: float, mem_gib: float) -> int:
             label, name, data = fuzzgen.trace_case(seed, i)
             work = Path(tmp) / f"{i:04d}"
             work.mkdir()
-            r = run_forked(lambda: _trace_child(label, name, data, work), timeout, mem)
+            r = run_forked(lambda a=(label, name, data, work): _trace_child(*a), timeout, mem)
             walls.append(r["wall_s"])
             rss.append(r["rss_mib"])
             bad = {k: v for k, v in r["result"].items() if str(v).startswith("FAIL")}
