@@ -126,6 +126,10 @@ def main(argv: list[str]) -> int:
     if cmd == "test":
         ensure_venv("requirements-dev.txt")
         ensure_chromium()
+        if not argv[1:]:  # the whole suite starts with the linter (ruff, configured in pyproject.toml)
+            lint = subprocess.call([str(PY), "-m", "ruff", "check", "."], cwd=ROOT)
+            if lint:
+                return lint
         rc = subprocess.call([str(PY), "-m", "pytest", *argv[1:]], cwd=ROOT)
         if not argv[1:] and (os.environ.get("CI") == "true" or RAY_PY.exists()):
             rc = test_ray([]) or rc  # CI always covers Ray; locally once .venv-ray exists

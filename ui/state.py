@@ -47,7 +47,7 @@ class PageSpec:
 PAGES = (
     PageSpec("pages/playground.py", "Playground", ":material/science:",
              "Per-class numbers against the same traffic without remedies"),
-    PageSpec("pages/timeline.py", "Inversion timeline", ":material/timeline:",
+    PageSpec("pages/timeline.py", "Timeline", ":material/timeline:",
              "Who waited, why, and who got in ahead", "timeline"),
     PageSpec("pages/p99.py", "P99 curves", ":material/show_chart:", "Sweep one knob; curves redraw live", "p99"),
     PageSpec("pages/compare.py", "Compare", ":material/compare_arrows:",
@@ -55,6 +55,8 @@ PAGES = (
     PageSpec("pages/workshop.py", "Workshop", ":material/school:", "Six short lessons", "workshop"),
     PageSpec("pages/memory.py", "GPU & memory", ":material/memory:", "Where the HBM goes; what a step costs",
              "memory"),
+    PageSpec("pages/sweeps.py", "Sweeps", ":material/scatter_plot:",
+             "Explore a sweep or capacity plan made with python -m engine sweep / plan", "sweeps"),
 )
 
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> None:
     """The child: read keys, write summaries, until stdin closes."""
-    from .work import summary_json
+    from engine.sweep_exec import run_batch_summaries  # the same per-run task as `python -m engine sweep`
 
     out = sys.stdout
     sys.stdout = sys.stderr  # anything the engine might print must not corrupt the protocol
@@ -36,7 +36,7 @@ def main() -> None:
         if not key:
             continue
         try:
-            reply = json.dumps(summary_json(key))
+            reply = json.dumps(run_batch_summaries([key])[0])
         except Exception as err:  # a run that fails is reported, the worker lives on
             reply = json.dumps({"error": f"{type(err).__name__}: {err}"})
         out.write(reply + "\n")

@@ -5,7 +5,7 @@ from streamlit.testing.v1 import AppTest
 
 APP = "../../app.py"  # relative to this test file (AppTest resolves it so)
 PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py",
-         "pages/workshop.py", "pages/memory.py"]
+         "pages/workshop.py", "pages/memory.py", "pages/sweeps.py"]
 
 
 def fresh(**query) -> AppTest:

@@ -1,4 +1,4 @@
-"""AppTest of the Sweeps page, run on its own (it needs no sidebar): a plan output under the
+"""AppTest of the Sweeps page, in the app's frame: a plan output under the
 working directory shows the frontier and the cheapest plan; pickers drive the explorer; paths
 outside the working directory are refused with a message, never a traceback."""
 
@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.sweep_fixtures import tiny_plan_output
 
-PAGE = "../../pages/sweeps.py"  # relative to this file (AppTest resolves it so)
+APP = "../../app.py"  # relative to this file (AppTest resolves it so)
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,8 @@ def workdir(tmp_path_factory):
 @pytest.fixture
 def at(workdir, monkeypatch):
     monkeypatch.chdir(workdir)  # the page opens paths under the working directory only
-    return AppTest.from_file(PAGE, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    return at.switch_page("pages/sweeps.py").run()
 
 
 def charts(at: AppTest) -> list[dict]:
