@@ -2,6 +2,8 @@
 
     python3 tasks.py app    # create .venv, install requirements, run the app on the default scenario
     python3 tasks.py test   # create .venv, install test requirements (+ chromium), run every test
+                            # (+ the Ray tests in .venv-ray when CI=true or .venv-ray exists)
+    python3 tasks.py test-ray          # create .venv-ray (Ray, ~285 MB) and run the Ray tests
     python3 tasks.py bench  # the speed benchmark (python -m engine bench)
     python3 tasks.py fidelity          # install vLLM 0.33.0 into .venv-vllm, re-record the corpus, compare
     python3 tasks.py fidelity compare  # compare the stored corpus with the engine only (no vLLM)
@@ -26,6 +28,9 @@ CHROMIUM = "/usr/bin/chromium"
 VLLM_VENV = ROOT / ".venv-vllm"  # vLLM and torch (~9 GB): never in .venv, never a requirement
 VLLM_PY = VLLM_VENV / "bin" / "python"
 VLLM_PIN = "vllm==0.33.0"
+RAY_VENV = ROOT / ".venv-ray"  # Ray (~80 MB wheel, ~285 MB installed, ~15 s): never in .venv, the app's
+RAY_PY = RAY_VENV / "bin" / "python"
+RAY_TESTS = ["tests/engine/test_sweep_ray.py"]
 
 
 def sh(*cmd: str, **kw) -> None:
@@ -71,6 +76,34 @@ def ensure_vllm_venv() -> None:
     stamp.write_text(VLLM_PIN)
 
 
+def ensure_ray_venv() -> None:
+    """`.venv-ray`: Ray alone (requirements-ray.txt), with `.venv`'s packages behind it through a
+    .pth file, so the Ray tests use the same engine dependencies without a second copy of them.
+    Rebuilt from scratch when requirements-ray.txt changes: the .pth is added after pip ran, so
+    pip never sees (and never touches) the packages of `.venv`."""
+    ensure_venv("requirements-dev.txt")
+    req = ROOT / "requirements-ray.txt"
+    digest = hashlib.sha256(req.read_bytes()).hexdigest()
+    stamp = RAY_VENV / ".installed"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    shutil.rmtree(RAY_VENV, ignore_errors=True)
+    venv.create(RAY_VENV, with_pip=True)
+    sh(str(RAY_PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(req))
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    base = subprocess.run([str(PY), "-c", where], check=True, capture_output=True, text=True).stdout.strip()
+    mine = subprocess.run([str(RAY_PY), "-c", where], check=True, capture_output=True, text=True).stdout.strip()
+    (Path(mine) / "_inversion_lab_base_venv.pth").write_text(base + "\n")
+    stamp.write_text(digest)
+
+
+def test_ray(argv: list[str]) -> int:
+    """The Ray tests in .venv-ray, where a missing Ray fails instead of skipping (`argv`: pytest options)."""
+    ensure_ray_venv()
+    env = {**os.environ, "INVERSION_LAB_REQUIRE_RAY": "1"}
+    return subprocess.call([str(RAY_PY), "-m", "pytest", *argv, *RAY_TESTS], cwd=ROOT, env=env)
+
+
 def fidelity(argv: list[str]) -> int:
     """Re-record the differential corpus with vLLM's own scheduler, then replay it on the engine."""
     if argv[:1] != ["compare"]:
@@ -93,7 +126,16 @@ def main(argv: list[str]) -> int:
     if cmd == "test":
         ensure_venv("requirements-dev.txt")
         ensure_chromium()
-        return subprocess.call([str(PY), "-m", "pytest", *argv[1:]], cwd=ROOT)
+        if not argv[1:]:  # the whole suite starts with the linter (ruff, configured in pyproject.toml)
+            lint = subprocess.call([str(PY), "-m", "ruff", "check", "."], cwd=ROOT)
+            if lint:
+                return lint
+        rc = subprocess.call([str(PY), "-m", "pytest", *argv[1:]], cwd=ROOT)
+        if not argv[1:] and (os.environ.get("CI") == "true" or RAY_PY.exists()):
+            rc = test_ray([]) or rc  # CI always covers Ray; locally once .venv-ray exists
+        return rc
+    if cmd == "test-ray":
+        return test_ray(argv[1:])
     if cmd == "bench":
         ensure_venv("requirements.txt")
         return subprocess.call([str(PY), "-m", "engine", "bench", *argv[1:]], cwd=ROOT)

@@ -5,6 +5,8 @@
     result.summary["classes"]["P0"]["ttft_p99"]
 """
 
+__version__ = "0.1.0"  # pyproject reads it; sweep manifests record it
+
 from .result import Result
 from .scenario import Scenario, ScenarioError, from_dict, load, scenario_names, to_yaml
 from .simulation import simulate

@@ -1,18 +1,29 @@
-"""Command line: `python -m engine run|list|validate|bench`.
+"""Command line: `python -m engine run|list|validate|bench|sweep|plan` (sweep and plan: engine.sweep_cli).
 
-Errors in scenarios, overrides or traces print one line to stderr and exit with code 2.
+Errors in scenarios, overrides or traces print one line to stderr and exit with code 2; so does a
+scenario whose estimated work is over the default cap (`--no-work-limit` lifts it). Anything else
+that goes wrong is a bug: one `error: internal error …` line and exit code 1
+(INVERSION_LAB_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+from .limits import BATCH, WorkLimitError
+from .literal import clip
 from .metrics import clean
+from .preflight import preflight
 from .scenario import ScenarioError, bench_names, load, parse_assignment, scenario_names
+from .sweep_cli import COMMANDS as SWEEP_COMMANDS
+from .sweep_cli import add_parsers as add_sweep_parsers
 from .traces import TraceError
+
+NO_LIMIT_HINT = " (--no-work-limit runs it anyway)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,38 +42,61 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--out", type=Path, help="write requests/steps/waits/holders/admissions/episodes/alerts CSVs here")
     sub.add_parser("list", help="list the shipped scenarios")
-    val = sub.add_parser("validate", help="check a scenario file")
+    val = sub.add_parser("validate", help="check a scenario file: keys, files it names, and the work it implies")
     val.add_argument("file")
+    for cmd in (run, val):
+        cmd.add_argument("--allow-dir", dest="allow", action="append", default=[], type=Path, metavar="DIR",
+                         help="a folder (besides the scenario file's own) whose files the scenario may name: "
+                              "trace.path, empirical length paths, base (repeatable)")
+        cmd.add_argument("--no-work-limit", action="store_true",
+                         help=f"accept a scenario whose estimated work is over the default cap ({BATCH.describe()})")
     bench = sub.add_parser("bench", help="print wall time, steps/s and requests/s")
     bench.add_argument("--quick", action="store_true", help="skip the 100k-request run")
+    add_sweep_parsers(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "list": _list, "validate": _validate, "bench": _bench}[args.cmd](args)
+        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS}
+        return commands[args.cmd](args)
+    except WorkLimitError as err:
+        return _fail(f"{err}{NO_LIMIT_HINT}", 2)
     except (ScenarioError, TraceError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _fail(str(err), 2)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # a bug, not bad input: still one line, unless debugging
+        if os.environ.get("INVERSION_LAB_DEBUG"):
+            raise
+        what = "out of memory" if isinstance(err, MemoryError) else f"{type(err).__name__}: {err}"
+        return _fail(f"internal error ({what}); please report it (INVERSION_LAB_DEBUG=1 shows the traceback)", 1)
 
 
-def scenario_from_args(name: str, sets: list[str], seed: int | None):
+def _fail(message: str, code: int) -> int:
+    print(f"error: {clip(' '.join(message.split()), 2000)}", file=sys.stderr)
+    return code
+
+
+def scenario_from_args(name: str, sets: list[str], seed: int | None, allow: list[Path] = ()):
     overrides = dict(parse_assignment(s) for s in sets)
     if seed is not None:
         overrides["seed"] = seed
-    return load(name, overrides)
+    return load(name, overrides, allow_dirs=tuple(allow))
 
 
 def _run(args) -> int:
     from .simulation import simulate
 
-    sc = scenario_from_args(args.scenario, args.sets, args.seed)
+    sc = scenario_from_args(args.scenario, args.sets, args.seed, args.allow)
+    preflight(sc, None if args.no_work_limit else BATCH)
+    if args.out:
+        _writable(args.out, lambda: args.out.mkdir(parents=True, exist_ok=True))  # before a long run, not after
     res = simulate(sc)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         for name in ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts"):
-            getattr(res, name).to_csv(args.out / f"{name}.csv", index=False)
+            _writable(args.out, lambda name=name: getattr(res, name).to_csv(args.out / f"{name}.csv", index=False))
     if args.json:
         print(json.dumps(clean(res.summary)))
     else:
@@ -70,12 +104,19 @@ def _run(args) -> int:
     return 0
 
 
+def _writable(folder: Path, write) -> None:
+    try:
+        write()
+    except OSError as err:
+        raise ScenarioError(f"--out {clip(folder)}: cannot write ({err.strerror or type(err).__name__})") from None
+
+
 def format_summary(s: dict) -> str:
     def f(x, unit="s"):
         return "-" if x is None else f"{x:.3f}{unit}"
 
     lines = [
-        f"{s['scenario']} (seed {s['seed']}): {s['steps']} steps, {s['sim_time_s']:.1f} s simulated "
+        f"{clip(s['scenario'], 200)} (seed {s['seed']}): {s['steps']} steps, {s['sim_time_s']:.1f} s simulated "
         f"in {s['wall_time_s']:.2f} s; KV {s['kv_blocks']} blocks, mean use {s['kv_util_mean']:.0%}; "
         f"{s['throughput_tok_s']:.0f} output tok/s; batch fill {s['batch_fill']:.0%}; "
         f"{s['preemptions']} preemptions; {s['rejected']} rejected",
@@ -100,8 +141,11 @@ def _list(args) -> int:
 
 
 def _validate(args) -> int:
-    sc = load(args.file)
-    print(f"ok: {sc.name} ({len(sc.class_names)} classes, policy {sc.scheduler.policy})")
+    sc = load(args.file, allow_dirs=tuple(args.allow))
+    w = preflight(sc, None if args.no_work_limit else BATCH)
+    print(f"ok: {clip(sc.name)} ({len(sc.class_names)} classes, policy {sc.scheduler.policy}; about "
+          f"{w.requests:,.0f} requests, {w.steps:,.0f} steps, an estimated {w.seconds:.1f} s and "
+          f"{w.memory_mib:,.0f} MiB)")
     return 0
 
 

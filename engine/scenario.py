@@ -3,6 +3,13 @@
 Every surface (YAML files, CLI `--set`, share links, sidebar widgets) reads and writes this one
 model through dotted keys such as `scheduler.policy` or `classes.P2.prompt.value`. Validation
 errors are turned into one line per problem that names the key, the value and what is allowed.
+
+This is the one gate for values from outside: numbers must be finite (no inf/nan, `1e999` or
+"Infinity"), integers must lie in the schema's bounds (checked on the exact integer, before any
+conversion to a machine type), strings and lists are bounded, YAML is parsed with bounded
+nesting and alias expansion, and files a scenario names must be local files inside an allowed
+folder. Messages never echo an input in full (`literal.brief`). How much *work* a valid scenario
+implies is checked separately, before a run (`engine.limits`).
 """
 
 from __future__ import annotations
@@ -16,10 +23,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 import scenarios
 
+from . import safeyaml
+from .literal import brief, clip
 from .policies import POLICIES
 from .presets import GPUS, MODELS
+from .safeio import FileRefused, check_local, inside, read_bytes, shown
 
 SCENARIO_DIR = Path(scenarios.__file__).resolve().parent
+MAX_SCENARIO_BYTES = 1 << 20  # a scenario is a few hundred bytes; long `times` lists still fit
+MAX_TOKENS = 10_000_000  # any token count: prompt, output, budget-sized lengths
+MAX_ERRORS_SHOWN = 5
+HARDWARE_NAME = r"^[A-Za-z0-9 ._+()/-]{1,64}$"  # shown in figure titles, where plotly reads <a href>
+ONE_LINE = r"^[^\x00-\x1f\x7f]*$"  # names and titles: no control characters (line breaks, escapes)
 
 
 class ScenarioError(ValueError):
@@ -27,11 +42,11 @@ class ScenarioError(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Hardware(_Model):
-    gpu: str = "H100-80G"
+    gpu: str = Field("H100-80G", pattern=HARDWARE_NAME)
     num_gpus: int = Field(1, ge=1, le=8)
     gpu_memory_utilization: float = Field(0.9, gt=0.05, le=1.0)
     activation_reserve_gib: float = Field(3.0, ge=0, le=64)
@@ -44,14 +59,14 @@ class Hardware(_Model):
         custom = None not in (self.memory_gib, self.bandwidth_tbs, self.peak_tflops)
         if self.gpu not in GPUS and not custom:
             raise ValueError(
-                f"unknown gpu {self.gpu!r}: use one of {', '.join(GPUS)} "
+                f"unknown gpu {brief(self.gpu)}: use one of {', '.join(GPUS)} "
                 "or give memory_gib, bandwidth_tbs and peak_tflops"
             )
         return self
 
 
 class ModelSpec(_Model):
-    name: str = "Llama-3-8B"
+    name: str = Field("Llama-3-8B", pattern=HARDWARE_NAME)
     params_b: float | None = Field(None, gt=0, le=2000)
     layers: int | None = Field(None, ge=1, le=512)
     hidden: int | None = Field(None, ge=64, le=65536)
@@ -66,7 +81,7 @@ class ModelSpec(_Model):
         shape = (self.params_b, self.layers, self.hidden, self.q_heads, self.kv_heads, self.head_dim)
         if self.name not in MODELS and None in shape:
             raise ValueError(
-                f"unknown model {self.name!r}: use one of {', '.join(MODELS)} or give params_b, "
+                f"unknown model {brief(self.name)}: use one of {', '.join(MODELS)} or give params_b, "
                 "layers, hidden, q_heads, kv_heads and head_dim"
             )
         return self
@@ -107,29 +122,29 @@ class Arrival(_Model):
     on_s: float = Field(10.0, gt=0, le=1e6)
     off_s: float = Field(10.0, ge=0, le=1e6)
     start_s: float = Field(0.0, ge=0, le=1e7)
-    times: list[float] | None = None
+    times: list[float] | None = Field(None, max_length=100_000)
 
     @model_validator(mode="after")
     def _times(self) -> Arrival:
         if self.process == "times":
             if not self.times:
                 raise ValueError("process 'times' needs a non-empty list `times` (seconds)")
-            if any(t < 0 or t != t for t in self.times):
+            if any(t < 0 for t in self.times):
                 raise ValueError("`times` must be non-negative numbers")
         return self
 
 
 class Length(_Model):
     dist: Literal["constant", "uniform", "lognormal", "empirical"] = "constant"
-    value: int = Field(256, ge=1, le=10_000_000)
-    low: int = Field(1, ge=1, le=10_000_000)
-    high: int = Field(1024, ge=1, le=10_000_000)
-    median: float = Field(256, gt=0, le=10_000_000)
-    p90: float = Field(1024, gt=0, le=10_000_000)
-    path: str | None = None
-    column: str | None = None
-    min: int = Field(1, ge=1, le=10_000_000)
-    max: int = Field(1_000_000, ge=1, le=10_000_000)
+    value: int = Field(256, ge=1, le=MAX_TOKENS)
+    low: int = Field(1, ge=1, le=MAX_TOKENS)
+    high: int = Field(1024, ge=1, le=MAX_TOKENS)
+    median: float = Field(256, gt=0, le=MAX_TOKENS)
+    p90: float = Field(1024, gt=0, le=MAX_TOKENS)
+    path: str | None = Field(None, min_length=1, max_length=4096)
+    column: str | None = Field(None, min_length=1, max_length=200)
+    min: int = Field(1, ge=1, le=MAX_TOKENS)
+    max: int = Field(1_000_000, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _shape(self) -> Length:
@@ -168,16 +183,18 @@ class RequestClass(_Model):
 
 class Assign(_Model):
     by: Literal["column", "fraction", "prompt_length"] = "fraction"
-    fractions: dict[str, float] | None = None
-    edges: list[int] | None = None
-    classes: list[str] | None = None
+    fractions: dict[str, float] | None = Field(None, max_length=10_000)
+    edges: list[int] | None = Field(None, max_length=10_000)
+    classes: list[str] | None = Field(None, max_length=10_001)
 
     @model_validator(mode="after")
     def _rule(self) -> Assign:
         if self.by == "fraction" and not self.fractions:
             raise ValueError("assign by fraction needs `fractions` {class: share}")
-        if self.fractions and any(v < 0 for v in self.fractions.values()):
-            raise ValueError("fractions must be >= 0")
+        if self.fractions and any(not 0 <= v <= 1e6 for v in self.fractions.values()):
+            raise ValueError("fractions must be numbers from 0 to 1e6")
+        if self.edges and any(not 1 <= e <= MAX_TOKENS for e in self.edges):
+            raise ValueError(f"edges must be token counts from 1 to {MAX_TOKENS:,}")
         if self.by == "prompt_length":
             if not self.edges or not self.classes or len(self.classes) != len(self.edges) + 1:
                 raise ValueError("assign by prompt_length needs `edges` and one more `classes`")
@@ -187,11 +204,11 @@ class Assign(_Model):
 
 
 class Trace(_Model):
-    path: str
+    path: str = Field(min_length=1, max_length=4096)
     format: Literal["azure", "mooncake", "simulator"] | None = None
     assign: Assign | None = None
     time_scale: float = Field(1.0, gt=0, le=1000)
-    start_s: float = Field(0.0, ge=0)
+    start_s: float = Field(0.0, ge=0, le=1e9)
     limit: int | None = Field(None, ge=1, le=10_000_000)
 
 
@@ -209,13 +226,13 @@ class Mitigations(_Model):
 class Replicas(_Model):
     count: int = Field(1, ge=1, le=64)
     routing: Literal["shared", "pinned"] = "shared"
-    pin: dict[str, list[int]] | None = None
+    pin: dict[str, list[int]] | None = Field(None, max_length=10_000)
 
 
 class Scenario(_Model):
-    name: str = "custom"
-    title: str = ""
-    description: str = ""
+    name: str = Field("custom", max_length=200, pattern=ONE_LINE)
+    title: str = Field("", max_length=500, pattern=ONE_LINE)
+    description: str = Field("", max_length=20_000)
     seed: int = Field(0, ge=0, le=2**32 - 1)
     duration_s: float = Field(60.0, gt=0, le=1e6)
     warmup_s: float = Field(0.0, ge=0, le=1e6)
@@ -234,13 +251,17 @@ class Scenario(_Model):
     def _consistent(self) -> Scenario:
         if self.warmup_s >= self.duration_s:
             raise ValueError(f"warmup_s ({self.warmup_s}) must be < duration_s ({self.duration_s})")
+        folded: dict[str, str] = {}
         for name in self.classes:
-            if not name or len(name) > 40 or not all(c.isalnum() or c in "_-" for c in name):
-                raise ValueError(f"class name {name!r}: use 1-40 letters, digits, '_' or '-'")
+            if not valid_class_name(name):
+                raise ValueError(f"class name {brief(name)}: use 1-40 letters, digits, '_' or '-'")
+            if name.casefold() in folded:
+                raise ValueError(f"class names {folded[name.casefold()]!r} and {name!r} differ only in letter case")
+            folded[name.casefold()] = name
         pin = self.replicas.pin or {}
         for cls, idx in pin.items():
             if cls not in self.class_names:
-                raise ValueError(f"replicas.pin names unknown class {cls!r}")
+                raise ValueError(f"replicas.pin names unknown class {brief(cls)}")
             if not idx or any(not 0 <= i < self.replicas.count for i in idx):
                 raise ValueError(f"replicas.pin.{cls} must list replica numbers 0..{self.replicas.count - 1}")
         if self.replicas.routing == "pinned" and set(pin) != set(self.class_names):
@@ -263,22 +284,34 @@ class Scenario(_Model):
         return self.model_dump_json()
 
 
+def valid_class_name(name: object) -> bool:
+    """1-40 ASCII letters, digits, '_' or '-' (class names become widget keys and CSV values)."""
+    return isinstance(name, str) and 0 < len(name) <= 40 and all(c.isascii() and (c.isalnum() or c in "_-")
+                                                                 for c in name)
+
+
 # ---------------------------------------------------------------------------------------------
 # Loading, dotted overrides and error messages
 
 
 def format_errors(err: ValidationError) -> str:
-    """One line per problem: `dotted.key = value: what is allowed`."""
+    """One line per problem (the first few): `dotted.key = value: what is allowed`.
+
+    Keys and values are shown bounded (`literal.brief`): the input may be huge or hostile.
+    """
+    problems = err.errors(include_url=False, include_context=False, include_input=True)
     lines = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
+    for e in problems[:MAX_ERRORS_SHOWN]:
+        loc = ".".join(clip(p, 40) for p in e["loc"])
+        msg = clip(e["msg"].removeprefix("Value error, "), 300)
         if e["type"] == "extra_forbidden":
             lines.append(f"{loc}: unknown key")
         elif loc and e["type"] != "value_error":
-            lines.append(f"{loc} = {e.get('input')!r}: {msg}")
+            lines.append(f"{loc} = {brief(e.get('input'))}: {msg}")
         else:
             lines.append(f"{loc + ': ' if loc else ''}{msg}")
+    if len(problems) > MAX_ERRORS_SHOWN:
+        lines.append(f"and {len(problems) - MAX_ERRORS_SHOWN} more problem(s)")
     return "; ".join(lines)
 
 
@@ -290,6 +323,8 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as err:
         raise ScenarioError(format_errors(err)) from None
+    except RecursionError:  # a structure nested deeper than any YAML we parse would allow
+        raise ScenarioError("the scenario is nested too deeply") from None
 
 
 def to_dict(sc: Scenario) -> dict[str, Any]:
@@ -312,20 +347,37 @@ def bench_names() -> list[str]:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    """A scenario file's mapping: a local regular file of at most MAX_SCENARIO_BYTES, UTF-8 YAML."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = read_bytes(path, MAX_SCENARIO_BYTES)
+    except FileRefused as err:
+        raise ScenarioError(f"cannot read scenario {err}") from None
     except OSError as err:
-        raise ScenarioError(f"cannot read {path}: {err.strerror}") from None
-    return parse_yaml(text, str(path))
+        raise ScenarioError(f"cannot read {shown(path)}: {err.strerror or type(err).__name__}") from None
+    return parse_yaml(decode_text(data, shown(Path(path).name), ScenarioError), shown(Path(path).name))
+
+
+def decode_text(data: bytes, origin: str, error: type[Exception]) -> str:
+    """UTF-8 text (a leading byte-order mark dropped), or `error` naming the first bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise error(f"{origin}: not UTF-8 text (byte {err.start} is 0x{data[err.start]:02x})") from None
 
 
 def parse_yaml(text: str, origin: str = "scenario") -> dict[str, Any]:
+    origin = clip(origin, 80)
     try:
-        data = yaml.safe_load(text)
+        data = safeyaml.load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise ScenarioError(f"{origin}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+        why = getattr(err, "problem", None) or getattr(err, "reason", None) or type(err).__name__
+        raise ScenarioError(f"{origin}: not valid YAML{where}: {clip(why, 120)}") from None
+    except safeyaml.YamlLimitError as err:
+        raise ScenarioError(f"{origin}: {err}") from None
+    except RecursionError:
+        raise ScenarioError(f"{origin}: nested too deeply") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -335,33 +387,54 @@ def parse_yaml(text: str, origin: str = "scenario") -> dict[str, Any]:
 
 def resolve_path(name_or_path: str) -> Path:
     """A shipped scenario name (`default`) or a path to a YAML file."""
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    try:
+        p = check_local(name_or_path)
+    except FileRefused as err:
+        raise ScenarioError(f"scenario {err}") from None
+    if name_or_path in scenario_names():
+        return SCENARIO_DIR / f"{name_or_path}.yaml"
+    if p.suffix in (".yaml", ".yml") or _exists(p):
         return p
-    for folder in (SCENARIO_DIR, SCENARIO_DIR / "bench"):
-        shipped = folder / f"{name_or_path}.yaml"
-        if shipped.exists():
-            return shipped
+    if name_or_path in bench_names():
+        return SCENARIO_DIR / "bench" / f"{name_or_path}.yaml"
     names = ", ".join(scenario_names() + bench_names())
-    raise ScenarioError(f"no scenario {name_or_path!r}: use one of {names} or a .yaml path")
+    raise ScenarioError(f"no scenario {brief(name_or_path)}: use one of {names} or a .yaml path")
 
 
-def load_raw(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+def load_raw(name_or_path: str, _seen: tuple[str, ...] = (), allow_dirs: tuple[Path, ...] | None = None
+             ) -> dict[str, Any]:
     """The scenario's plain data, with relative file paths made relative to the file.
 
     A file may start from another scenario with `base: NAME` and override only what differs
     (the remedy scenarios do this, so they share the exact traffic of `classic-inversion`).
+
+    Files a scenario names (`base`, `trace.path`, empirical `path`s) must lie in an allowed
+    folder: the first file's own folder (and below), the shipped scenarios, or `allow_dirs`.
     """
     path = resolve_path(name_or_path)
+    roots = allow_dirs if _seen else (path.parent, SCENARIO_DIR, *(allow_dirs or ()))
     data = read_yaml(path)
-    _anchor_paths(data, path.parent)
+    _anchor_paths(data, path.parent, roots)
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str) or base in _seen or len(_seen) > 8:
-            raise ScenarioError(f"{path.name}: `base` must name another scenario (no cycles)")
-        data = merge(load_raw(base, (*_seen, path.stem)), data)
+            raise ScenarioError(f"{shown(path.name)}: `base` must name another scenario (no cycles)")
+        if base not in scenario_names():
+            target = _anchored(base, path.parent)
+            if Path(target).suffix not in (".yaml", ".yml"):
+                raise ScenarioError(f"base = {brief(base)}: use a shipped scenario name or a .yaml file")
+            _check_inside("base", target, roots)
+            base = target
+        data = merge(load_raw(base, (*_seen, path.stem), roots), data)
     data["name"] = data.get("name") or path.stem
     return data
+
+
+def load_shipped(name: str) -> dict[str, Any]:
+    """A shipped scenario's plain data by name only (for names from a link: never a path)."""
+    if name not in scenario_names():
+        raise ScenarioError(f"no shipped scenario {brief(name)}: use one of {', '.join(scenario_names())}")
+    return load_raw(name)
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -372,28 +445,71 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _anchor_paths(data: dict[str, Any], base: Path) -> None:
+def file_references(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(dotted key, path) of every file the scenario mapping names (trace, empirical lengths)."""
+    refs = []
+    trace = data.get("trace")
+    if isinstance(trace, dict) and trace.get("path") is not None:
+        refs.append(("trace.path", trace["path"]))
+    classes = data.get("classes")
+    for name, cls in (classes.items() if isinstance(classes, dict) else ()):
+        for part in ("prompt", "output"):
+            spec = cls.get(part) if isinstance(cls, dict) else None
+            if isinstance(spec, dict) and spec.get("path") is not None:
+                refs.append((f"classes.{clip(name, 40)}.{part}.path", spec["path"]))
+    return refs
+
+
+def _anchor_paths(data: dict[str, Any], base: Path, roots: tuple[Path, ...]) -> None:
     trace = data.get("trace")
     if isinstance(trace, dict) and isinstance(trace.get("path"), str):
         trace["path"] = _anchored(trace["path"], base)
-    for cls in (data.get("classes") or {}).values():
+    for cls in (data.get("classes") or {}).values() if isinstance(data.get("classes"), dict) else ():
         for part in ("prompt", "output"):
             spec = cls.get(part) if isinstance(cls, dict) else None
             if isinstance(spec, dict) and isinstance(spec.get("path"), str):
                 spec["path"] = _anchored(spec["path"], base)
+    for key, p in file_references(data):
+        if isinstance(p, str):
+            _check_inside(key, p, roots)
 
 
 def _anchored(p: str, base: Path) -> str:
-    path = Path(p)
-    if path.is_absolute() or path.exists():
+    try:
+        path = check_local(p)
+    except FileRefused:
+        return p  # refused with its key when checked
+    if path.is_absolute() or _exists(path):
         return p
     candidate = base / path
-    return str(candidate) if candidate.exists() else p
+    return str(candidate) if _exists(candidate) else p
 
 
-def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Load a shipped or file scenario, apply dotted overrides, validate."""
-    data = load_raw(name_or_path)
+def _exists(p: Path) -> bool:
+    try:
+        return p.exists()
+    except OSError:  # a name too long for the file system, a loop of links
+        return False
+
+
+def _check_inside(key: str, p: str, roots: tuple[Path, ...]) -> None:
+    try:
+        check_local(p)
+    except FileRefused as err:
+        raise ScenarioError(f"{key}: {err}") from None
+    if not inside(p, roots):
+        folders = ", ".join(shown(r, 60) for r in roots)
+        raise ScenarioError(f"{key} = {shown(p)}: outside the allowed folders ({folders}); "
+                            "a scenario may only name files next to it or below (the CLI's --allow-dir adds a folder)")
+
+
+def load(name_or_path: str, overrides: dict[str, Any] | None = None,
+         allow_dirs: tuple[Path, ...] = ()) -> Scenario:
+    """Load a shipped or file scenario, apply dotted overrides, validate.
+
+    `allow_dirs`: folders besides the file's own where the files it names may lie.
+    """
+    data = load_raw(name_or_path, allow_dirs=tuple(Path(d) for d in allow_dirs))
     if overrides:
         data = apply_overrides(data, overrides)
     return from_dict(data)
@@ -402,18 +518,23 @@ def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario
 def parse_value(text: str) -> Any:
     """A `--set` / URL value: YAML scalars and lists (`8192`, `true`, `null`, `[1, 2]`)."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+        return safeyaml.load(text, max_depth=8, max_values=100_000)
+    except (yaml.YAMLError, safeyaml.YamlValueError):
+        return text  # validated as the text it is
+    except safeyaml.YamlLimitError as err:
+        raise ScenarioError(f"value {brief(text)}: {err}") from None
 
 
 def parse_assignment(item: str) -> tuple[str, Any]:
     """`dotted.key=value` → (key, value)."""
     key, sep, value = item.partition("=")
     key = key.strip()
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise ScenarioError(f"bad --set {item!r}: expected dotted.key=value")
-    return key, parse_value(value)
+    if not sep or not key or len(key) > 300 or any(not part for part in key.split(".")):
+        raise ScenarioError(f"bad --set {brief(item)}: expected dotted.key=value")
+    try:
+        return key, parse_value(value)
+    except ScenarioError as err:
+        raise ScenarioError(f"{clip(key)}: {err}") from None
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -427,7 +548,7 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise ScenarioError(f"{dotted}: {part!r} is a value, not a group of keys")
+                raise ScenarioError(f"{clip(dotted)}: {clip(part)!r} is a value, not a group of keys")
             node = child
         node[parts[-1]] = value
     return out

@@ -12,15 +12,19 @@ rows of their own with `parent` pointing at the first piece.
 
 from __future__ import annotations
 
+import warnings
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from io import BytesIO
 
 import numpy as np
 import pandas as pd
 
+from .literal import clip
+from .safeio import FileRefused, file_key, read_bytes, shown
 from .scenario import Arrival, Length, RequestClass, Scenario, ScenarioError
-from .traces import TraceError, read_trace
+from .traces import MAX_TRACE_BYTES, TraceError, read_trace
 
 Z90 = 1.2815515655446004  # standard normal quantile at 0.9
 
@@ -107,21 +111,53 @@ def lengths(spec: Length, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.clip(np.rint(x), spec.min, spec.max).astype(np.int64)
 
 
-@lru_cache(maxsize=16)
 def _column(path: str, column: str) -> np.ndarray:
+    """The positive finite numbers of one CSV column (an empirical length distribution).
+
+    The file is read like a trace (a local regular file, at most MAX_TRACE_BYTES: never a URL
+    or a device) and parsed from memory; parsed columns are cached by (real path, size, mtime).
+    """
     try:
-        df = pd.read_csv(path, usecols=[column])
-    except (OSError, ValueError) as err:
-        raise ScenarioError(f"empirical lengths: cannot read column {column!r} of {path}: {err}") from None
-    v = pd.to_numeric(df[column], errors="coerce").dropna().to_numpy(dtype=float)
-    v = v[v >= 1]
+        key = file_key(path)
+    except FileRefused as err:
+        raise ScenarioError(f"empirical lengths: {err}") from None
+    except OSError as err:
+        raise ScenarioError(f"empirical lengths: cannot read {shown(path)}: {_why(err)}") from None
+    return _column_cached(key, path, column)
+
+
+@lru_cache(maxsize=16)
+def _column_cached(key: tuple[str, int, int], path: str, column: str) -> np.ndarray:
+    where = f"column {clip(column, 40)!r} of {shown(path)}"
+    try:
+        data = read_bytes(path, MAX_TRACE_BYTES)
+    except FileRefused as err:
+        raise ScenarioError(f"empirical lengths: {err}") from None
+    except OSError as err:
+        raise ScenarioError(f"empirical lengths: cannot read {shown(path)}: {_why(err)}") from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            df = pd.read_csv(BytesIO(data), usecols=[column], low_memory=False)
+        v = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
+    except (ValueError, TypeError, KeyError, OverflowError, UnicodeDecodeError) as err:
+        why = clip(" ".join(str(err).split()), 120)
+        raise ScenarioError(f"empirical lengths: cannot read {where}: {why}") from None
+    v = v[np.isfinite(v) & (v >= 1)]
     if v.size == 0:
-        raise ScenarioError(f"empirical lengths: column {column!r} of {path} has no positive numbers")
+        raise ScenarioError(f"empirical lengths: {where} has no positive numbers")
     return v
 
 
+def _why(err: OSError) -> str:
+    return err.strerror or type(err).__name__
+
+
 def expected_requests(sc: Scenario) -> float:
-    """Mean number of synthetic arrivals (trace rows not counted): a cheap size check before a run."""
+    """Expected number of requests: mean synthetic arrivals plus the trace rows that will replay.
+
+    A cheap size check before a run (reading the trace once; parsed traces are cached).
+    """
     total = 0.0
     for spec in sc.classes.values():
         a = spec.arrival
@@ -131,6 +167,8 @@ def expected_requests(sc: Scenario) -> float:
         span = max(sc.duration_s - a.start_s, 0.0)
         share = a.on_s / (a.on_s + a.off_s) if a.process == "on_off" else 1.0
         total += a.rate * span * share
+    if sc.trace is not None:
+        total += len(_from_trace(sc, sc.class_names)[0])
     return total
 
 

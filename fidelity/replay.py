@@ -6,8 +6,9 @@ Each workload becomes an engine scenario: fixed step time DT (`cost.model: fixed
 `kv.num_blocks` = vLLM's `num_gpu_blocks`, budget, seats, chunk cap, watermark, policy, and the
 requests as a simulator-format trace (arrival = arrival_step × DT as a short decimal, 0.3 rather
 than 0.30000000000000004; exact prompt and output lengths; one class per priority;
-`prefix_group` / `prefix_tokens` columns when prefix caching is on). Engine times map back to steps: first scheduled = t / DT, first token and finish =
-t / DT − 1 (the engine stamps them at the end of the step), a step row's index = t_s / DT (idle
+`prefix_group` / `prefix_tokens` columns when prefix caching is on). Engine times map back to
+steps: first scheduled = t / DT, first token and finish = t / DT − 1 (the engine stamps them at
+the end of the step), a step row's index = t_s / DT (idle
 gaps included). A workload agrees when every request's first-scheduled, first-token and finish
 steps and preemption count (and prefix-cache hit tokens, when the engine reports
 `cached_tokens`) equal vLLM's, and every step's token total does.

@@ -1,53 +1,62 @@
-"""Compare: two or three configurations on the same traffic (same seed), side by side."""
+"""Compare: the sidebar's scenario beside one or two other configurations on the same traffic."""
 
 import streamlit as st
 
 from engine import ScenarioError
-from engine.scenario import apply_overrides, from_dict, to_dict
-from ui import figures, layout, runs, text
+from ui import figures, layout, limits, runs, text, views, viewstate
 from ui.codec import POLICIES
-from ui.sidebar import current
+from ui.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
+from ui.state import current
 
 lab = current()
 sc = lab.scenario
 layout.header(lab, "Compare", "Same arrivals and lengths (same seed); only the scheduling choices differ")
-classes = sc.class_names
-low = classes[-1]
-PRESETS = [  # (label, policy, token reserve, KV reserve, inheritance, low-class prompt cap)
-    ("Sidebar", sc.scheduler.policy, sc.mitigations.p0_token_reserve, sc.mitigations.p0_kv_reserve,
-     sc.mitigations.inheritance, sc.request_class(low).caps.max_prompt_tokens or 0),
-    ("Priority", "priority", 0, 0, False, 0),
-    ("Priority + reserve", "priority", 1024, 0, False, 0),
-]
+low = sc.class_names[-1]
+params, defaults = views.compare_params(), views.compare_defaults()
+viewstate.seed(params, defaults)
+if lab.entered:
+    lab.note(refuse_duplicate(st.session_state, defaults, entering=True))
 
-n = st.radio("Configurations", [2, 3], index=1, horizontal=True, key="cmp_n")
-configs: dict[str, dict] = {}
-for col, (label, policy, reserve, kvres, inherit, cap) in zip(st.columns(n), PRESETS[:n]):
+n = st.radio("Configurations", [2, 3], horizontal=True, key="cmp_n")
+cols = st.columns(n)
+with cols[0].container(border=True):
+    st.text_input("Name", SIDEBAR, disabled=True, key="cmp_sidebar_name",
+                  help="The sidebar's scenario: this column always follows the sidebar")
+    for label, value in sidebar_config(sc, low):
+        st.markdown(f"**{label}:** {text.plain(value)}")
+for i, col in zip(views.COMPARE_SLOTS[: n - 1], cols[1:]):
     with col.container(border=True):
-        name = st.text_input("Name", label, key=f"cmp_name_{label}", max_chars=30)
-        o = {
-            "scheduler.policy": st.selectbox("Policy", POLICIES, index=POLICIES.index(policy), key=f"cmp_pol_{label}"),
-            "mitigations.p0_token_reserve": st.number_input("Token reserve", 0, 65536, reserve, 64, key=f"cmp_res_{label}"),
-            "mitigations.p0_kv_reserve": st.number_input("KV reserve (blocks)", 0, 10_000_000, kvres, 16, key=f"cmp_kv_{label}"),
-            "mitigations.inheritance": st.toggle("Inheritance", inherit, key=f"cmp_inh_{label}"),
-        }
-        c = st.number_input(f"{low} prompt cap (0 = none)", 0, 10_000_000, cap, 512, key=f"cmp_cap_{label}")
-        o[f"classes.{low}.caps.max_prompt_tokens"] = c or None
-        configs[name.strip() or label] = o
+        st.text_input("Name", key=f"c{i}_name", max_chars=30, on_change=refuse_duplicate,
+                      args=(st.session_state, defaults, False, i), help="Names must differ")
+        if err := st.session_state.get(f"_c{i}_name_error"):
+            st.error(err, icon=":material/block:")
+        st.selectbox("Policy", POLICIES, key=f"c{i}_pol")
+        st.number_input("Token reserve", 0, 65536, step=64, key=f"c{i}_res")
+        st.number_input("KV reserve (blocks)", 0, 10_000_000, step=16, key=f"c{i}_kv")
+        st.toggle("Inheritance", key=f"c{i}_inh")
+        st.number_input(f"{low} prompt cap (0 = none)", 0, 10_000_000, step=512, key=f"c{i}_cap")
+viewstate.publish(params, defaults)
 
-results, problems = {}, []
-for name, o in configs.items():
+configs = {SIDEBAR: sc}
+problems = []
+for i in views.COMPARE_SLOTS[: n - 1]:
+    c = config_of(st.session_state, i)
     try:
-        results[name] = runs.result(from_dict(apply_overrides(to_dict(sc), o)))
+        variant = overrides(sc, c, low)
+        reason = limits.why_not(variant)
     except ScenarioError as err:
-        problems.append(f"{name}: {err}")
+        reason = str(err)
+    if reason:
+        problems.append(f"{text.plain(c['name'])}: {text.plain(reason)}")
+    else:
+        configs[c["name"]] = variant
 for p in problems:
     st.warning(p, icon=":material/error:")
-if not results:
-    st.stop()
+results = {name: runs.result(s) for name, s in configs.items()}
 
 st.subheader("KPIs")
 table = text.summary_table({k: r.summary for k, r in results.items()})
 st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2)
 st.subheader("Time to first token, per class")
-st.plotly_chart(figures.ttft_cdf({k: r.requests for k, r in results.items()}, classes), key="cmp_cdf", theme=None)
+st.plotly_chart(figures.ttft_cdf({k: r.requests for k, r in results.items()}, sc.class_names), key="cmp_cdf",
+                theme=None)

@@ -1,62 +1,97 @@
-"""Inversion timeline: who waited, why, and who got in ahead — with the KV chart below."""
+"""Inversion timeline: who waited, why, who got in ahead and whom they waited on — over time."""
 
 import pandas as pd
 import streamlit as st
 
-from ui import figures, layout, text
-from ui.sidebar import current
+from ui import figures, inversions, layout, text, views, viewstate
+from ui.fig_timeline import timeline
+from ui.state import current
 
 lab = current()
 sc, res = lab.scenario, lab.result
-layout.header(lab, "Inversion timeline", "Waits coloured by reason; shaded = a lower-priority request was admitted")
-top_prio = int(res.requests["priority"].min()) if len(res.requests) else 0
-t_end = float(max(res.summary["sim_time_s"], 1.0))
+layout.header(lab, "Inversion timeline", "Top-priority requests first; thin grey lines drop to whoever was admitted "
+                                         "ahead of them, dotted red ones to the KV holders they waited on")
+classes = res.class_names
+req = res.requests
+t_end = round(float(max(res.summary["sim_time_s"], 1.0)), 2)
+params = views.timeline_params(classes, t_end, len(req))
+span = inversions.story_span(res)  # open where the story happens; the slider widens it
+defaults = {"tl_show": "story", "tl_cls": list(classes), "tl_from": span[0], "tl_to": span[1], "tl_req": -1}
+viewstate.seed(params, defaults)
+ss = st.session_state
+ss["tl_window"] = (ss["tl_from"], ss["tl_to"])
 
 
-@st.fragment
-def view() -> None:
-    """View-only controls: they redraw from the cached result and never re-simulate."""
-    c1, c2, c3 = st.columns([2, 3, 2])
-    mode = c1.radio("Show", ["Top priority and their cast", "All requests"], key="tl_mode",
-                    help="The cast: KV holders they waited on and lower-priority requests admitted during "
-                         "their wait.")
-    classes = c2.multiselect("Classes", res.class_names, default=res.class_names, key="tl_classes")
-    window = c3.slider("Time window (s)", 0.0, t_end, (0.0, t_end), step=max(t_end / 200, 0.1), key="tl_window")
-    req = res.requests
-    lanes = (figures.default_lanes(req, res.waits, res.holders, top_prio, limit=400) if mode.startswith("Top")
-             else req.sort_values("arrival_s")["id"].head(400).tolist())
-    shown = req["class"].isin(classes) & (req["arrival_s"] <= window[1]) & (req["finish_s"].fillna(t_end) >= window[0])
-    keep = set(req.loc[shown, "id"])
-    lanes = [i for i in lanes if i in keep]
-    top_ids = [i for i in lanes if req.at[i, "priority"] == top_prio] or lanes
-    pick = st.selectbox("Read a request's story", top_ids, key="tl_pick", index=None,
-                        format_func=lambda i: f"#{i} {req.at[i, 'class']} · TTFT {text.seconds(req.at[i, 'ttft_s'])}",
-                        placeholder="Pick a request (top-priority ones first)")
-    if not lanes:
-        st.info("No request matches these filters.", icon=":material/filter_alt_off:")
-        return
-    st.plotly_chart(figures.timeline(req, res.waits, res.holders, res.episodes, res.steps, lanes, res.class_names,
-                                     res.memory.blocks, sc.mitigations.p0_kv_reserve, window, pick),
-                    key="tl_fig", theme=None)
-    if len(lanes) >= 400:
-        st.caption("Showing the first 400 requests by arrival; narrow the window or the classes to see others.")
-    if pick is not None:
-        story(req.loc[pick])
+def copy_window() -> None:
+    ss["tl_from"], ss["tl_to"] = (round(float(v), 2) for v in ss["tl_window"])
 
 
-def story(row: pd.Series) -> None:
-    st.subheader(f"Request #{int(row['id'])}, step by step")
-    st.markdown("\n".join(f"1. {line}" for line in text.request_story(row, res.waits, res.holders)))
-    w = res.waits[res.waits["request"] == row["id"]]
+SHOW = {"story": "The inversion story", "all": "All requests"}
+c1, c2, c3 = st.columns([2, 3, 3])
+show = c1.radio("Show", list(SHOW), format_func=SHOW.get, key="tl_show",
+                help="The story: top-priority requests that waited, the KV holders they waited on, and the "
+                     "lower-priority requests admitted ahead of them (one lane per class). All: every request.")
+chosen = c2.multiselect("Classes", classes, key="tl_cls")
+c3.slider("Time window (s)", 0.0, t_end, step=max(round(t_end / 200, 2), 0.1), key="tl_window",
+          on_change=copy_window)
+window = (ss["tl_from"], ss["tl_to"])
+if show == "story":
+    lanes, got_ahead, held, note = inversions.story_lanes(res, chosen, window)
+else:
+    lanes, got_ahead, held, note = inversions.all_lanes(res, chosen, window)
+top_ids = [ln.key for ln in lanes if ln.kind == "top"]
+options = [-1] + top_ids + ([ss["tl_req"]] if ss["tl_req"] >= 0 and ss["tl_req"] not in top_ids else [])
+
+
+def label(i: int) -> str:
+    if i < 0:
+        return "Pick a request to read its story (top-priority ones listed)"
+    ttft = req.at[i, "ttft_s"]
+    return f"#{i} {req.at[i, 'class']} · TTFT {text.seconds(ttft if pd.notna(ttft) else None)}"
+
+
+pick = st.selectbox("Read a request's story", options, format_func=label, key="tl_req")
+viewstate.publish(params, defaults)
+
+if not lanes:
+    st.info("No request matches these filters (in the story view: no top-priority request waited in this window).",
+            icon=":material/filter_alt_off:")
+else:
+    if note:
+        st.caption(f":material/info: {note}")
+    strip = inversions.strip(res.episodes, classes, t_end)
+    st.plotly_chart(timeline(req, res.waits, res.episodes, res.steps, lanes, got_ahead, held, strip, classes,
+                             res.memory.blocks, sc.mitigations.p0_kv_reserve, window, pick if pick >= 0 else None),
+                    key="tl_fig", theme=None, config={"displaylogo": False})
+
+if pick >= 0:
+    row = req.loc[pick]
+    mine = inversions.ahead(res, [pick])
+    st.subheader(f"Request #{pick}, step by step")
+    st.markdown("\n".join(f"1. {line}" for line in text.request_story(row, res.waits, res.holders, mine)))
+    if len(mine):
+        st.markdown(f"**Admitted ahead of #{pick}** (lower priority, during its inversion episodes)")
+        st.dataframe(mine.rename(columns={"t_s": "admitted at (s)", "overtaker_need_blocks": "it needed (blocks)",
+                                          "need_blocks": f"#{pick} needed (blocks)"})
+                     [["overtaker", "overtaker_class", "admitted at (s)", "it needed (blocks)",
+                       f"#{pick} needed (blocks)"]],
+                     hide_index=True, width="stretch")
+    w = res.waits[res.waits["request"] == pick]
     if len(w):
-        cols = ["start_s", "end_s", "duration_s", "reason", "need_blocks", "free_blocks", "short_by", "eta_s"]
-        st.dataframe(w[cols], hide_index=True, width="stretch")
+        st.markdown(f"**#{pick}'s waits**")
+        st.dataframe(w[["start_s", "end_s", "duration_s", "reason", "need_blocks", "free_blocks", "short_by", "eta_s"]],
+                     hide_index=True, width="stretch")
+        on = inversions.waited_on(res, [pick])
+        if len(on):
+            st.markdown(f"**KV holders #{pick} waited on** (the biggest three when each wait began)")
+            st.dataframe(on[["start_s", "reason", "rank", "holder", "holder_class", "blocks"]], hide_index=True,
+                         width="stretch")
 
-
-view()
 with st.expander("What the colours mean", icon=":material/palette:"):
-    st.dataframe(pd.DataFrame(figures.reason_legend(), columns=["reason", "colour", "meaning"])
-                 .drop(columns="colour"), hide_index=True, width="stretch")
+    st.markdown("\n".join(f"- **{label}** — {meaning}" for label, _, meaning in figures.reason_legend()))
+    st.caption("Each lane's thin line is the request's life, the bar in its class colour is it running; thick bars "
+               "are waits, coloured by reason; a dark diamond marks an inversion (a lower-priority request admitted "
+               "while it waited).")
 st.subheader("Alerts")
 if sc.mitigations.alert_after_s is None:
     st.caption("Alerts are off: set “Alert when a top request waits” under Mitigations to record a “why is it "

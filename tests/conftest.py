@@ -23,7 +23,8 @@ def simulate_case(tmp_path):
     def run(case: dict, *, blocks: int = 10, block_size: int = 4, budget: int = 100,
             policy: str = "fcfs", max_seqs: int = 8, asyn: bool = False, overrides: dict | None = None):
         prefixed = any(len(r) > 3 for _, reqs in case.values() for r in reqs)
-        rows = ["arrived_at,num_prefill_tokens,num_decode_tokens,class" + (",prefix_group,prefix_tokens" if prefixed else "")]
+        head = "arrived_at,num_prefill_tokens,num_decode_tokens,class"
+        rows = [head + (",prefix_group,prefix_tokens" if prefixed else "")]
         rows += [",".join(map(str, (*r[:3], name, *((*r[3:], -1, 0)[:2] if prefixed else ()))))
                  for name, (_, reqs) in case.items() for r in reqs]
         path = tmp_path / "case.csv"

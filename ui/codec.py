@@ -4,21 +4,26 @@ Every sidebar control is a `Param`: a short name (the URL parameter and the widg
 scenario key it writes, and the range its widget accepts. Values live in "widget units" (an
 optional cap is 0 for "none"; a prompt size is one integer). Only values that differ from the
 preset's are written to the URL or turned into overrides, so an untouched control never changes
-the scenario and a link stays short. Pure Python: no streamlit import, so it is unit-tested alone.
+the scenario and a link stays short. A `Codec` is built once per preset (or upload) and then
+answers every question about its controls. Pure Python: no streamlit import, so it is unit-tested
+(and fuzzed) alone.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlencode
 
+from engine.policies import POLICIES as _POLICY_CLASSES
 from engine.presets import GPUS, MODELS
 from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, get_dotted, to_dict
 
-POLICIES = ("fcfs", "priority", "backfill", "preempt")
+POLICIES = tuple(_POLICY_CLASSES)  # the engine's registry is the one list of policy names
 PRESET_KEY = "preset"
 DEFAULT_PRESET = "default"
+MAX_TEXT = 200  # longer URL values are refused before parsing (nothing legitimate is that long)
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,7 @@ class Param:
 
     short: str
     dotted: str
-    kind: str  # "int" | "float" | "choice" | "bool" | "ints" (a list like "0,1"; "" = none)
+    kind: str  # "int" | "float" | "choice" | "bool" | "ints" (a list like "0,1"; "" = none) | "names" | "text"
     label: str
     lo: float = 0
     hi: float = 0
@@ -41,8 +46,14 @@ class Param:
     def describe_range(self) -> str:
         if self.kind == "choice":
             return "one of " + ", ".join(self.options)
+        if self.kind == "names":
+            return "a comma-separated list of " + ", ".join(self.options)
         if self.kind == "bool":
             return "true or false"
+        if self.kind == "text":
+            return f"up to {int(self.hi)} characters"
+        if self.kind == "ints":
+            return f"whole numbers from {fmt_number(self.lo)} to {fmt_number(self.hi)}, comma-separated"
         return f"a number from {fmt_number(self.lo)} to {fmt_number(self.hi)}"
 
 
@@ -55,14 +66,22 @@ def fmt_number(v: Any) -> str:
     return str(v)
 
 
+def fmt_value(p: Param, v: Any) -> str:
+    """A widget value as URL text."""
+    if p.kind == "names":
+        return ",".join(v)
+    return fmt_number(v)
+
+
 def _global_params(raw: dict) -> list[Param]:
     gpu, model = get_dotted(raw, "hardware.gpu", "H100-80G"), get_dotted(raw, "model.name", "Llama-3-8B")
     gpus = tuple(GPUS) + (() if gpu in GPUS else (gpu,))
     models = tuple(MODELS) + (() if model in MODELS else (model,))
+    upstream = "; ".join(f"{name}: {cls.upstream}" for name, cls in _POLICY_CLASSES.items())
     return [
         Param("policy", "scheduler.policy", "choice", "Scheduling policy", options=POLICIES, section="sched",
               help="fcfs and priority behave like vLLM v1; backfill skips a request that does not fit; "
-                   "preempt lets a blocked request evict lower-priority ones (vLLM v0 style)."),
+                   f"preempt lets a blocked request evict lower-priority ones. Upstream — {upstream}."),
         Param("budget", "scheduler.max_num_batched_tokens", "int", "Token budget per step", 64, 65536, 512,
               section="sched", help="max_num_batched_tokens: tokens one step may process (prefill + decode)."),
         Param("seqs", "scheduler.max_num_seqs", "int", "Max running requests", 1, 4096, 16, section="sched",
@@ -180,32 +199,27 @@ def _widget_value(p: Param, data: dict) -> Any:
     return str(v)
 
 
-def values_of(p_table: list[Param], data: dict) -> dict[str, Any]:
-    """Widget values of every control for a full scenario mapping (`to_dict` of a Scenario)."""
-    return {p.short: _widget_value(p, data) for p in p_table}
-
-
-def preset_values(raw: dict) -> dict[str, Any]:
-    """The widget defaults for a preset: its values, with schema defaults for unset keys."""
-    full = to_dict(from_dict(raw))
-    return values_of(params_for(raw), full)
-
-
 def widened(p: Param, default: Any) -> Param:
     """The param with its range widened to include the preset's own value (never reject a preset)."""
     if p.kind in ("int", "float") and not (p.lo <= default <= p.hi):
-        from dataclasses import replace
-
         return replace(p, lo=min(p.lo, default), hi=max(p.hi, default))
     return p
 
 
-def parse(p: Param, text: str) -> Any:
-    """A URL string → widget value; ValueError if malformed or out of range."""
+def parse(p: Param, text: Any) -> Any:
+    """A URL string → widget value; ValueError if malformed or out of range (never anything else)."""
+    if not isinstance(text, str) or len(text) > MAX_TEXT:
+        raise ValueError
     text = text.strip()
+    if p.kind == "text":
+        if not text or len(text) > p.hi or not text.isprintable():
+            raise ValueError
+        return text
     if p.kind == "ints":
         items = [t for t in text.replace(" ", ",").split(",") if t]
-        nums = [int(t) for t in items]  # ValueError if not integers
+        if not all(t.isascii() and t.isdigit() and len(t) <= 6 for t in items):
+            raise ValueError
+        nums = [int(t) for t in items]
         if any(not p.lo <= n <= p.hi for n in nums):
             raise ValueError
         return ",".join(str(n) for n in nums)
@@ -213,113 +227,109 @@ def parse(p: Param, text: str) -> Any:
         if text not in p.options:
             raise ValueError
         return text
+    if p.kind == "names":
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if any(t not in p.options for t in items) or len(set(items)) != len(items):
+            raise ValueError
+        return [o for o in p.options if o in items]  # the options' order
     if p.kind == "bool":
         if text.lower() not in ("true", "false"):
             raise ValueError
         return text.lower() == "true"
-    num = float(text)
+    if not text.isascii():
+        raise ValueError  # float() accepts other scripts' digits; a link never needs them
+    try:
+        num = float(text)
+    except OverflowError:  # pragma: no cover - float() returns inf instead; kept for safety
+        raise ValueError from None
     if not math.isfinite(num) or not (p.lo <= num <= p.hi):
         raise ValueError
     if p.kind == "int":
-        if num != int(num):
+        if num != math.floor(num):
             raise ValueError
         return int(num)
     return num
 
 
-def decode(query: dict[str, Any], raw: dict, presets: list[str] | None = None) -> tuple[dict[str, Any], list[str]]:
-    """URL params → {short: widget value} for the valid ones, and one message per bad one.
+class Codec:
+    """The controls of one preset (or uploaded scenario): its table, defaults, and conversions.
 
-    Bad ones (unknown name, malformed or out-of-range value) are left out, so the control keeps
-    the preset's value — which is also what Streamlit's bound widgets do with them.
+    Built once per run from the preset's raw mapping; every method is then a cheap look-up.
     """
-    table = {p.short: p for p in params_for(raw)}
-    defaults = preset_values(raw)
-    values: dict[str, Any] = {}
-    problems: list[str] = []
-    for key, val in query.items():
-        text = val[-1] if isinstance(val, list) else str(val)
-        if key == PRESET_KEY:
-            if presets is not None and text not in presets:
-                problems.append(f"`preset={text}` is not a shipped scenario (use one of {', '.join(presets)}); "
-                                f"using `{DEFAULT_PRESET}`")
-            continue
-        p = table.get(key)
-        if p is None:
-            problems.append(f"`{key}` is not a setting of this scenario; ignored")
-            continue
-        p = widened(p, defaults[key])
-        try:
-            values[key] = parse(p, text)
-        except ValueError:
-            problems.append(f"`{key}={text}` is not valid for {p.label} ({p.describe_range()}); "
-                            f"using the preset's value {fmt_number(defaults[key])}")
-    return values, problems
 
+    def __init__(self, raw: dict):
+        self.raw = raw
+        self.full = to_dict(from_dict(raw))
+        self.defaults: dict[str, Any] = {}
+        table = []
+        for p in params_for(raw):
+            default = _widget_value(p, self.full)
+            self.defaults[p.short] = default
+            table.append(widened(p, default))
+        self.params: list[Param] = table
+        self.by_short: dict[str, Param] = {p.short: p for p in table}
 
-def changed(values: dict[str, Any], raw: dict) -> dict[str, Any]:
-    """Only the values that differ from the preset's (what goes into the URL)."""
-    defaults = preset_values(raw)
-    return {k: v for k, v in values.items() if k in defaults and v != defaults[k]}
+    @property
+    def class_names(self) -> list[str]:
+        return class_names(self.raw)
 
+    def values_of(self, data: dict) -> dict[str, Any]:
+        """Widget values of every control for a full scenario mapping (`to_dict` of a Scenario)."""
+        return {p.short: _widget_value(p, data) for p in self.params}
 
-def encode(values: dict[str, Any], raw: dict, preset: str) -> dict[str, str]:
-    """{short: text} for a share link: the preset (unless default) and changed values only."""
-    out = {PRESET_KEY: preset} if preset != DEFAULT_PRESET else {}
-    out.update({k: fmt_number(v) for k, v in changed(values, raw).items()})
-    return out
+    def values_from_scenario(self, sc: Scenario) -> dict[str, Any]:
+        """Widget values that describe `sc` relative to this preset (inverse of `scenario`)."""
+        return self.values_of(to_dict(sc))
 
+    def changed(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Only the values that differ from the preset's (what goes into the URL)."""
+        return {k: v for k, v in values.items() if k in self.defaults and v != self.defaults[k]}
 
-def overrides(values: dict[str, Any], raw: dict) -> dict[str, Any]:
-    """Changed widget values → dotted scenario overrides (with scaled companions).
+    def encode(self, values: dict[str, Any], preset: str) -> dict[str, str]:
+        """{short: text} for a share link: the preset (unless default) and changed values only."""
+        out = {PRESET_KEY: preset} if preset != DEFAULT_PRESET else {}
+        out.update({k: fmt_number(v) for k, v in self.changed(values).items()})
+        return out
 
-    Replica pins are written as one `replicas.pin` mapping, since a cleared pin removes its class.
-    """
-    table = {p.short: p for p in params_for(raw)}
-    defaults = preset_values(raw)
-    full = to_dict(from_dict(raw))
-    out: dict[str, Any] = {}
-    pins: dict[str, list[int]] | None = None
-    for key, v in changed(values, raw).items():
-        p = table[key]
-        if p.kind == "ints":
-            try:
-                nums = [int(t) for t in parse(p, v).split(",") if t]
-            except ValueError:
-                raise ScenarioError(f"{p.dotted} = {v!r}: {p.describe_range()}") from None
-            pins = dict(full["replicas"].get("pin") or {}) if pins is None else pins
-            cls = p.dotted.rsplit(".", 1)[1]
-            if nums:
-                pins[cls] = nums
-            else:
-                pins.pop(cls, None)
-            continue
-        if p.none_at_zero and v == 0:
-            out[p.dotted] = None
-            continue
-        out[p.dotted] = v
-        if p.scale and defaults[key]:
-            ratio = v / defaults[key]
-            for dotted in p.scale:
-                old = get_dotted(full, dotted)
-                new = old * ratio
-                out[dotted] = min(int(math.ceil(new)), 10_000_000) if isinstance(old, int) else new
-    if pins is not None:
-        out["replicas.pin"] = pins or None
-    return out
+    def overrides(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Changed widget values → dotted scenario overrides (with scaled companions).
 
+        Replica pins are written as one `replicas.pin` mapping, since a cleared pin removes its class.
+        """
+        out: dict[str, Any] = {}
+        pins: dict[str, list[int]] | None = None
+        for key, v in self.changed(values).items():
+            p = self.by_short[key]
+            if p.kind == "ints":
+                try:
+                    nums = [int(t) for t in parse(p, str(v)).split(",") if t]
+                except ValueError:
+                    raise ScenarioError(f"{p.dotted} = {v!r}: {p.describe_range()}") from None
+                pins = dict(self.full["replicas"].get("pin") or {}) if pins is None else pins
+                cls = p.dotted.rsplit(".", 1)[1]
+                if nums:
+                    pins[cls] = nums
+                else:
+                    pins.pop(cls, None)
+                continue
+            if p.none_at_zero and v == 0:
+                out[p.dotted] = None
+                continue
+            out[p.dotted] = v
+            if p.scale and self.defaults[key]:
+                ratio = v / self.defaults[key]
+                for dotted in p.scale:
+                    old = get_dotted(self.full, dotted)
+                    new = old * ratio
+                    out[dotted] = min(int(math.ceil(new)), 10_000_000) if isinstance(old, int) else new
+        if pins is not None:
+            out["replicas.pin"] = pins or None
+        return out
 
-def scenario(raw: dict, values: dict[str, Any]) -> Scenario:
-    """The scenario the controls describe (raises ScenarioError if the combination is invalid)."""
-    return from_dict(apply_overrides(raw, overrides(values, raw)))
-
-
-def values_from_scenario(sc: Scenario, raw: dict) -> dict[str, Any]:
-    """Widget values that describe `sc` relative to a preset (inverse of `scenario` for its keys)."""
-    return values_of(params_for(raw), to_dict(sc))
+    def scenario(self, values: dict[str, Any]) -> Scenario:
+        """The scenario the controls describe (raises ScenarioError if the combination is invalid)."""
+        return from_dict(apply_overrides(self.raw, self.overrides(values)))
 
 
 def query_string(params: dict[str, str]) -> str:
-    from urllib.parse import urlencode
-
     return urlencode(params)

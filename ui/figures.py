@@ -1,8 +1,7 @@
 """Figure builders: result frames in, plotly figures out. Pure (no streamlit), unit-tested.
 
-Large timelines use NaN-separated `Scattergl` line segments (one trace per wait reason), a single
-`fill="toself"` trace for all inversion rectangles and an invisible marker trace at segment
-midpoints for hover: the fastest layout measured for thousands of segments (research notes §11).
+The shared look (class colours, font) and the smaller charts live here; the timeline is in
+`ui.fig_timeline`, the P99 curves in `ui.fig_sweep`.
 """
 
 from __future__ import annotations
@@ -12,21 +11,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.reasons import EXPLAIN, Reason
+from .vocab import REASONS, shown
 
 CLASS_COLORS = ["#cf222e", "#0969da", "#8250df", "#bf8700", "#1a7f37", "#57606a"]
-REASON_COLORS = {
-    "kv_short": "#d1242f",
-    "head_of_line": "#fb8f44",
-    "token_budget": "#d4a72c",
-    "max_seqs": "#8250df",
-    "reserve": "#6e7781",
-    "class_cap": "#0550ae",
-    "preempted": "#82071e",
-    "none": "#afb8c1",
-}
-RUNNING_COLOR = "#2da44e"
-INVERSION_COLOR = "rgba(31, 35, 40, 0.40)"  # a dark veil over the waits it marks
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12, color="#24292f")
 
 
@@ -96,159 +83,10 @@ def waiting_queue(steps: pd.DataFrame, classes: list[str], replica: int = 0) -> 
 
 
 # --------------------------------------------------------------------------------------------
-# Inversion timeline
+# Comparisons, memory
 
 
-def default_lanes(requests: pd.DataFrame, waits: pd.DataFrame, holders: pd.DataFrame, top_priority: int,
-                  limit: int = 250) -> list[int]:
-    """Top-priority requests, the KV holders they waited on, and lower-priority requests admitted
-    during their wait — the cast of every inversion story, ordered by arrival."""
-    top = requests[requests["priority"] == top_priority]
-    ids = set(top["id"].tolist())
-    tw = waits.loc[waits["priority"] == top_priority, "id"]
-    ids.update(holders.loc[holders["wait"].isin(tw), "request"].tolist())
-    lower = requests[requests["priority"] > top_priority]
-    starts, ends = top["arrival_s"].to_numpy(), top["first_scheduled_s"].fillna(np.inf).to_numpy()
-    sched = lower["first_scheduled_s"].to_numpy()
-    if len(starts) and len(sched):
-        inside = ((sched[:, None] > starts[None, :]) & (sched[:, None] < ends[None, :])).any(axis=1)
-        ids.update(lower["id"].to_numpy()[inside].tolist())
-    chosen = requests[requests["id"].isin(ids)].sort_values("arrival_s")
-    return chosen["id"].head(limit).tolist()
-
-
-def _segments(x0: np.ndarray, x1: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NaN-separated polyline: [x0, x1, NaN] per segment."""
-    n = len(x0)
-    xs = np.empty(3 * n)
-    ys = np.empty(3 * n)
-    xs[0::3], xs[1::3], xs[2::3] = x0, x1, np.nan
-    ys[0::3], ys[1::3], ys[2::3] = y, y, np.nan
-    return xs, ys
-
-
-def _hover_text(w: pd.DataFrame, holders: pd.DataFrame) -> list[str]:
-    out = []
-    first = holders[~holders["alert"] & holders["wait"].isin(w["id"])]
-    text = {k: ", ".join(f"#{r} {c} ({b} blocks)" for r, c, b in zip(g["request"], g["class"].astype(str),
-                                                                     g["blocks"]))
-            for k, g in first.groupby("wait", sort=False)}
-    cols = [w[c].tolist() for c in ("id", "request", "class", "duration_s", "reason", "need_blocks", "free_blocks",
-                                    "short_by", "eta_s")]
-    for wid, rid, cls, dur, reason, need, free, short, eta in zip(*cols):
-        lines = [f"<b>#{rid} {cls}</b> waits {dur:.2f} s: {reason}"]
-        if need >= 0 and short >= 0:
-            lines.append(f"needs {need} KV blocks, {free} free (short by {short})")
-        if wid in text:
-            lines.append("holders: " + text[wid])
-        if eta == eta and eta is not None:
-            lines.append(f"enough blocks expected in ~{eta:.1f} s")
-        out.append("<br>".join(lines))
-    return out
-
-
-def timeline(requests: pd.DataFrame, waits: pd.DataFrame, holders: pd.DataFrame, episodes: pd.DataFrame,
-             steps: pd.DataFrame, lanes: list[int], classes: list[str], capacity: int, kv_reserve: int = 0,
-             window: tuple[float, float] | None = None, highlight: int | None = None,
-             replica: int = 0) -> go.Figure:
-    """Requests on a time axis (waits coloured by reason, running in green, inversion episodes
-    shaded) above the KV chart on the same time axis."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3], vertical_spacing=0.04)
-    # Lane k is drawn at y = -k (first arrival on top): Streamlit's plotly.js draws Scattergl
-    # wrongly on an axis with autorange="reversed".
-    lane_of = {rid: -k for k, rid in enumerate(lanes)}
-    req = requests[requests["id"].isin(lane_of)]
-    w = waits[waits["request"].isin(lane_of)]
-    ep = episodes[episodes["request"].isin(lane_of)]
-    if window is not None:
-        lo, hi = window
-        w = w[(w["end_s"] >= lo) & (w["start_s"] <= hi)]
-        ep = ep[(ep["end_s"] >= lo) & (ep["start_s"] <= hi)]
-    # Running: first scheduled → finish (waits after preemption are drawn on top).
-    run = req.dropna(subset=["first_scheduled_s"])
-    end = run["finish_s"].fillna(run["first_scheduled_s"].max() if len(run) else 0).to_numpy()
-    y = run["id"].map(lane_of).to_numpy(dtype=float)
-    xs, ys = _segments(run["first_scheduled_s"].to_numpy(), end, y)
-    fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name="running", line=dict(color=RUNNING_COLOR, width=4),
-                               hoverinfo="skip", legendgroup="state"), row=1, col=1)
-    for reason in [r.label for r in Reason if r is not Reason.NONE]:
-        seg = w[w["reason"] == reason]
-        if not len(seg):
-            continue
-        xs, ys = _segments(seg["start_s"].to_numpy(), seg["end_s"].to_numpy(),
-                           seg["request"].map(lane_of).to_numpy(dtype=float))
-        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name=f"waiting: {reason}",
-                                   line=dict(color=REASON_COLORS[reason], width=6), hoverinfo="skip"),
-                      row=1, col=1)
-    # Episodes: one trace of rectangles.
-    if len(ep):
-        ey = ep["request"].map(lane_of).to_numpy(dtype=float)
-        rx = np.column_stack([ep["start_s"], ep["end_s"], ep["end_s"], ep["start_s"], ep["start_s"],
-                              np.full(len(ep), np.nan)]).ravel()
-        ry = np.column_stack([ey - 0.45, ey - 0.45, ey + 0.45, ey + 0.45, ey - 0.45, np.full(len(ep), np.nan)]).ravel()
-        fig.add_trace(go.Scatter(x=rx, y=ry, fill="toself", mode="none", fillcolor=INVERSION_COLOR,
-                                 name="inversion (lower priority admitted)", hoverinfo="skip"), row=1, col=1)
-    if len(w):
-        mid = (w["start_s"].to_numpy() + w["end_s"].to_numpy()) / 2
-        fig.add_trace(go.Scattergl(
-            x=mid, y=w["request"].map(lane_of).to_numpy(dtype=float), mode="markers", name="hover",
-            marker=dict(size=10, opacity=0), hovertext=_hover_text(w, holders), hoverinfo="text",
-            customdata=w["request"].to_numpy(), showlegend=False), row=1, col=1)
-    if highlight is not None and highlight in lane_of:
-        k = lane_of[highlight]
-        fig.add_hrect(y0=k - 0.5, y1=k + 0.5, fillcolor="rgba(9,105,218,0.10)", line_width=0, row=1, col=1)
-    add_kv_traces(fig, _replica_steps(steps, replica), classes, capacity, kv_reserve, row=2, window=window)
-    labels = req.set_index("id").loc[lanes, "class"].astype(str) if lanes else pd.Series(dtype=str)
-    ticks = dict(tickvals=[-k for k in range(len(lanes))], ticktext=[f"#{i} {c}" for i, c in zip(lanes, labels)]) \
-        if len(lanes) <= 60 else dict(showticklabels=False)
-    fig.update_yaxes(title_text=f"{len(lanes)} requests (by arrival)", row=1, col=1,
-                     showgrid=False, zeroline=False, **ticks)
-    fig.update_yaxes(title_text="KV blocks", rangemode="tozero", row=2, col=1)
-    fig.update_xaxes(title_text="time (s)", row=2, col=1)
-    if window is not None:
-        fig.update_xaxes(range=list(window))
-    _style(fig, max(600, min(1150, 280 + 9 * len(lanes))))
-    fig.update_layout(hovermode="closest", legend=dict(y=-0.08))
-    return fig
-
-
-# --------------------------------------------------------------------------------------------
-# Sweeps, comparisons, memory
-
-
-def p99_curve(points: pd.DataFrame, classes: list[str], knob_label: str, slo_s: float | None = None,
-              knee: float | None = None, top: str | None = None) -> go.Figure:
-    """P99 TTFT per class against a knob (median line, min–max band over seeds) and throughput
-    on a second axis. `points`: value, seed, class, ttft_p99, throughput_tok_s."""
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for name in classes:
-        g = points[points["class"] == name].groupby("value")["ttft_p99"]
-        agg = pd.DataFrame({"lo": g.min(), "hi": g.max(), "mid": g.median()}).reset_index()
-        color = class_color(classes, name)
-        fig.add_trace(go.Scatter(
-            x=np.concatenate([agg["value"], agg["value"][::-1]]), y=np.concatenate([agg["hi"], agg["lo"][::-1]]),
-            fill="toself", fillcolor=_alpha(color, 0.15), line=dict(width=0), hoverinfo="skip",
-            name=f"{name} min–max over seeds", showlegend=False, legendgroup=name), secondary_y=False)
-        fig.add_trace(go.Scatter(x=agg["value"], y=agg["mid"], mode="lines+markers", name=f"{name} P99 TTFT",
-                                 line=dict(color=color, width=2), legendgroup=name,
-                                 hovertemplate=f"{name} P99 TTFT %{{y:.3f}} s<extra></extra>"), secondary_y=False)
-    tp = points.drop_duplicates(["value", "seed"]).groupby("value")["throughput_tok_s"].mean().reset_index()
-    fig.add_trace(go.Scatter(x=tp["value"], y=tp["throughput_tok_s"], mode="lines+markers", name="throughput",
-                             line=dict(color="#57606a", dash="dash", width=1.5), marker=dict(symbol="diamond"),
-                             hovertemplate="throughput %{y:.0f} tok/s<extra></extra>"), secondary_y=True)
-    if slo_s is not None:
-        fig.add_hline(y=slo_s, line=dict(color=class_color(classes, top or classes[0]), dash="dot", width=1),
-                      annotation_text=f"{top or classes[0]} TTFT SLO {slo_s:g} s", annotation_position="top left")
-    if knee is not None:
-        fig.add_vline(x=knee, line=dict(color="#1a7f37", width=2),
-                      annotation_text=f"smallest setting meeting the SLO: {knee:g}", annotation_position="top right")
-    fig.update_yaxes(title_text="P99 TTFT (s)", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="output tokens/s", rangemode="tozero", secondary_y=True, showgrid=False)
-    fig.update_xaxes(title_text=knob_label)
-    return _style(fig, 460)
-
-
-def _alpha(hex_color: str, a: float) -> str:
+def alpha(hex_color: str, a: float) -> str:
     h = hex_color.lstrip("#")
     r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{a})"
@@ -312,4 +150,4 @@ def step_time_bars(rows: pd.DataFrame) -> go.Figure:
 
 def reason_legend() -> list[tuple[str, str, str]]:
     """(label, colour, explanation) for every wait reason, for the page's legend table."""
-    return [(r.label, REASON_COLORS[r.label], EXPLAIN[r]) for r in Reason if r is not Reason.NONE]
+    return [(r.label, REASONS[r].color, REASONS[r].explain) for r in shown()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .sidebar import Lab
+from .state import Lab
 from .text import Kpi, plain
 
 
@@ -17,4 +17,12 @@ def header(lab: Lab, title: str, subtitle: str) -> None:
 def kpi_row(kpis: list[Kpi], cols: int | None = None) -> None:
     columns = st.columns(cols or len(kpis))
     for col, k in zip(columns, kpis):
-        col.metric(k.label, k.value, k.delta, delta_color=k.delta_color if k.delta else "off", border=True)
+        col.metric(k.label, k.value, k.delta, delta_color=k.delta_color if k.delta else "off", border=True,
+                   delta_arrow=k.arrow, help=k.help)
+
+
+def description(sc) -> None:
+    """The scenario's own description (what to look at), as inert text."""
+    if sc.description.strip():
+        with st.container(border=True):
+            st.markdown(":material/menu_book: " + plain(" ".join(sc.description.split())))

@@ -42,8 +42,8 @@ class Lesson:
 
     def load_values(self) -> dict:
         """Sidebar values (short names) that reproduce the lesson's last run."""
-        raw = load_raw(self.scenario)
-        return codec.changed(codec.values_from_scenario(self.scenarios()[-1], raw), raw)
+        c = codec.Codec(load_raw(self.scenario))
+        return c.changed(c.values_from_scenario(self.scenarios()[-1]))
 
 
 def parse(path: Path) -> Lesson:
@@ -105,7 +105,7 @@ def reveal_table(lesson: Lesson, results: list[Result]) -> pd.DataFrame:
             f"{low} P99 TTFT": seconds(d["ttft_p99"]),
             "Throughput": f"{s['throughput_tok_s']:,.0f} tok/s",
             "Alerts": f"{s['alerts']}",
-            "Biggest KV holder when top waits": str(metric(res, "top_holder") or "–"),
+            "Main KV holder when it waits": str(metric(res, "top_holder") or "–"),
         }
     return pd.DataFrame(cols)
 
@@ -121,3 +121,8 @@ def safe_lessons() -> tuple[list[Lesson], list[str]]:
         except (ScenarioError, KeyError, ValueError, yaml.YAMLError) as err:
             bad.append(f"{p.name}: {err}")
     return good, bad
+
+
+def stamp(folder: Path = LESSON_DIR) -> tuple:
+    """(name, modification time) of every lesson file: a cache key that changes with the files."""
+    return tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.md")))

@@ -1,27 +1,37 @@
-"""Running the engine from the app: cached single runs and parallel, cached sweeps.
+"""Running the engine from the app: cached single runs, and the shared pool for sweeps.
 
 Cache keys are the canonical scenario JSON (`Scenario.key()`): small, hashable, and equal for
-equal scenarios whichever page or control produced them.
+equal scenarios whichever page or control produced them. Nothing here draws anything: a cached
+function that touched the UI would replay that UI on a cache hit (Streamlit's
+CacheReplayClosureError); progress is shown by the page, from what the pool reports.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Callable
+import json
+import os
+import uuid
 
 import streamlit as st
 
-from engine import Result
+from engine import Result, from_dict
 from engine.scenario import Scenario
 
+from .limits import why_not
+from .pool import RunPool
+from .sweeps import Plan, plan
 from .variants import baseline
-from .work import run_json, summary_json
+from .work import run_json
+from .worker import WorkerExecutor
+
+WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 @st.cache_data(max_entries=64, max_size="600MB", show_spinner="Simulating…")
 def _cached_run(key: str) -> Result:
-    return run_json(key)
+    res = run_json(key)
+    _ = res.steps, res.episodes  # derived on first use: derive them once here, so the cached copy has them
+    return res
 
 
 def result(sc: Scenario) -> Result:
@@ -32,23 +42,18 @@ def baseline_result(sc: Scenario) -> Result:
     return _cached_run(baseline(sc).key())
 
 
-def _parallel(keys: tuple[str, ...], progress: Callable[[float], None] | None) -> list[dict]:
-    out: list[dict | None] = [None] * len(keys)
-    # fork: "spawn" would re-execute Streamlit's __main__ (the page script) in every worker.
-    # The children only run engine code, which takes no lock the server threads could hold.
-    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as pool:
-        futs = {pool.submit(summary_json, k): i for i, k in enumerate(keys)}
-        for done, fut in enumerate(as_completed(futs), 1):
-            out[futs[fut]] = fut.result()
-            if progress:
-                progress(done / len(keys))
-    return out  # type: ignore[return-value]
+@st.cache_resource(on_release=lambda pool: pool.close(), show_spinner=False)
+def run_pool() -> RunPool:
+    """The process-wide pool of worker processes that runs sweep points for every session."""
+    return RunPool(lambda: WorkerExecutor(WORKERS), workers=WORKERS)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def summaries(keys: tuple[str, ...], _progress: Callable[[float], None] | None = None) -> list[dict]:
-    """Summaries of many scenarios, two at a time in worker processes; cached as a batch.
+def viewer_id() -> str:
+    """This browser session's name in the pool (its wish list replaces its previous one)."""
+    return st.session_state.setdefault("_viewer", uuid.uuid4().hex)
 
-    `_progress` (not part of the cache key) is called with the fraction done on a miss.
-    """
-    return _parallel(keys, _progress)
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def sweep_plan(sc_key: str, knob: str, values: tuple[float, ...], seeds: tuple[int, ...], cls: str | None) -> Plan:
+    """The sweep's points and run order (cached: building them validates every point)."""
+    return plan(from_dict(json.loads(sc_key)), knob, list(values), list(seeds), cls, why_not=why_not)

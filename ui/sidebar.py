@@ -1,97 +1,72 @@
-"""The scenario controls in app.py's sidebar, bound to the URL, and the resolved `Lab` state.
+"""The scenario controls in the sidebar, bound to the URL, and how they stay truthful.
 
 Controls are keyed by the codec's short names with `bind="query-params"`, so the URL always holds
-exactly the values that differ from the preset. Presets, Reset, uploads and the workshop's
-"Load this scenario" change controls only through `on_click`/`on_change` callbacks that set
-`st.session_state` before the widgets render.
+exactly the values that differ from the preset. Three rules keep a control from ever showing a
+value the results do not reflect:
+- a link is judged once, before any control reads it (`ui.links`): bad values leave the URL with
+  a note naming them, and the page reruns on the cleaned URL;
+- a change is checked in the control's `on_change` callback (`ui.limits.why_not`); one that cannot
+  run is refused there: the control returns to the last value that ran and says why, beside it;
+- should a run still fail, every control returns to the last values that ran (one rerun).
+Presets, Reset, uploads and the workshop's "Load this scenario" change controls only through
+callbacks that set `st.session_state` before the widgets render.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
 import streamlit as st
 
-from engine import Result, ScenarioError, TraceError, scenario_names, to_yaml
-from engine.scenario import Scenario, load_raw
-from engine.workload import expected_requests
+from engine import ScenarioError, TraceError, scenario_names, to_yaml
+from engine.scenario import load_shipped
 
-from . import codec, runs, uploads
+from . import codec as codec_mod
+from . import limits, links, runs, uploads
+from .codec import Codec, Param
+from .state import PAGES, Lab
+from .text import plain
+from .views import VIEW_KEYS
 
 UPLOAD_KEY = "_upload_raw"
-APP_MAX_REQUESTS = 50_000  # keeps one interactive run to a few seconds; the CLI has no such limit
-_frame = threading.local()  # the Lab of the run in progress on this script thread
-_RETRIED = "_lab_legacy_retried"
+RAN = "_ran"  # the control values of the last run that succeeded
+REFUSED = "_refused"  # (control, message) of a change that was refused
+REVERT = "_revert"  # a message: the last run failed and the controls went back
+LINK_NOTES = "_link_notes"
 SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations", ":material/shield:"),
             "hw": ("GPU and model", ":material/memory:"), "run": ("Run", ":material/casino:")}
 
 
-@dataclass
-class Lab:
-    """What every page reads: the scenario in effect, its preset, and link/fallback notes."""
-
-    preset: str
-    raw: dict
-    values: dict
-    scenario: Scenario
-    result: Result
-    share: dict[str, str]
-    problems: list[str] = field(default_factory=list)
-    uploaded: bool = False
-
-    @property
-    def top_class(self) -> str:
-        return self.scenario.class_names[0]
-
-
-def current() -> Lab:
-    """The Lab resolved by app.py in this run (pages call this).
-
-    A `pages/` folder next to app.py makes Streamlit take its legacy multipage code path until
-    `st.navigation` has run once in the process (a fresh server's first request, and every
-    AppTest run): the page file then runs on its own, without app.py. We switch that path off the
-    way `st.navigation` itself does and rerun, so app.py frames the page; if that ever fails,
-    the page draws the sidebar itself.
-    """
-    if getattr(_frame, "lab", None) is not None:
-        return _frame.lab
-    if not st.session_state.get(_RETRIED):
-        from streamlit.runtime.pages_manager import PagesManager
-
-        st.session_state[_RETRIED] = True
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-    return render()
-
-
-def run_page(page) -> None:
-    """app.py: draw the sidebar, then run the selected page inside the frame."""
-    lab = render()
-    st.session_state[_RETRIED] = False
-    _frame.lab = lab  # per script run: each run has its own thread
-    try:
-        page.run()
-    finally:
-        _frame.lab = None
+@lru_cache(maxsize=32)
+def preset_codec(preset: str) -> Codec:
+    """The codec of a shipped preset (files do not change while the app runs)."""
+    return Codec(load_shipped(preset))
 
 
 def base_raw(preset: str) -> dict:
     """The mapping the controls are relative to: an uploaded scenario, or the preset file."""
-    return st.session_state.get(UPLOAD_KEY) or load_raw(preset)
+    return st.session_state.get(UPLOAD_KEY) or load_shipped(preset)
+
+
+def codec_of(preset: str) -> Codec:
+    raw = st.session_state.get(UPLOAD_KEY)
+    return Codec(raw) if raw else preset_codec(preset)
 
 
 def set_controls(preset: str, values: dict | None = None, raw: dict | None = None) -> None:
     """Callback helper: point every control at `preset` (or `raw`) plus `values` (short names)."""
-    st.session_state[codec.PRESET_KEY] = preset
-    raw = raw or load_raw(preset)
-    defaults = codec.preset_values(raw)
-    for key, default in defaults.items():
-        st.session_state[key] = default
+    ss = st.session_state
+    ss[codec_mod.PRESET_KEY] = preset
+    c = Codec(raw) if raw else preset_codec(preset)
+    for key, default in c.defaults.items():
+        ss[key] = default
     for key, v in (values or {}).items():
-        if key in defaults:
-            st.session_state[key] = v
+        if key in c.defaults:
+            ss[key] = v
+    ss[RAN] = {**c.defaults, **{k: v for k, v in (values or {}).items() if k in c.defaults}}
+    for k in (REFUSED, LINK_NOTES, REVERT):
+        ss.pop(k, None)
 
 
 def load_scenario(preset: str, values: dict | None = None) -> None:
@@ -102,30 +77,60 @@ def load_scenario(preset: str, values: dict | None = None) -> None:
 
 def _on_preset() -> None:
     st.session_state.pop(UPLOAD_KEY, None)
-    set_controls(st.session_state[codec.PRESET_KEY])
+    set_controls(st.session_state[codec_mod.PRESET_KEY])
 
 
 def _on_reset() -> None:
-    preset = st.session_state.get(codec.PRESET_KEY, codec.DEFAULT_PRESET)
-    set_controls(preset, raw=base_raw(preset))
+    preset = st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET)
+    set_controls(preset, raw=st.session_state.get(UPLOAD_KEY))
 
 
-def _check_link(presets: list[str]) -> list[str]:
-    """First run of a session: one message per bad URL parameter (the widget falls back)."""
+def _on_control(short: str) -> None:
+    """on_change of every control: accept the new value only if the scenario can run with it."""
+    ss = st.session_state
+    ss.pop(LINK_NOTES, None)
+    ss.pop(REVERT, None)
+    c = codec_of(ss.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET))
+    values = {p.short: ss.get(p.short, c.defaults[p.short]) for p in c.params}
+    try:
+        reason = limits.why_not(c.scenario(values))
+    except ScenarioError as err:
+        reason = str(err)
+    if reason is None:
+        ss.pop(REFUSED, None)
+        return
+    ran = ss.get(RAN) or c.defaults
+    back = ran.get(short, c.defaults[short])
+    p = c.by_short[short]
+    ss[short] = back
+    ss[REFUSED] = (short, f"{plain(codec_mod.fmt_value(p, values[short]))} cannot run: {plain(reason)}. "
+                          f"Back to {plain(codec_mod.fmt_value(p, back))}, the last value that ran.")
+
+
+def _judge_link(page: str, presets: list[str]) -> None:
+    """First run of a session: sort the link's parameters; clean the URL and rerun if needed."""
+    ss = st.session_state
+    ss["_link_checked"] = True
     query = {k: st.query_params.get_all(k) for k in st.query_params}
-    preset = (query.get(codec.PRESET_KEY) or [codec.DEFAULT_PRESET])[-1]
-    raw = load_raw(preset if preset in presets else codec.DEFAULT_PRESET)
-    _, problems = codec.decode(query, raw, presets)
-    table = {p.short for p in codec.params_for(raw)} | {codec.PRESET_KEY}
-    for k in query:
-        if k not in table:
-            del st.query_params[k]  # unbound, so allowed; keeps the share link clean
-    return problems
+    if not query:
+        return
+    verdict = links.check_link(query, presets, preset_codec, VIEW_KEYS.get(page, frozenset()))
+    values, notes = links.runnable_subset(preset_codec(verdict.preset), verdict.values, limits.why_not)
+    drop = verdict.drop | (set(verdict.values) - set(values))
+    if verdict.notes or notes:
+        ss[LINK_NOTES] = verdict.notes + notes
+    if drop or verdict.set:
+        for k in drop:
+            if k in st.query_params:
+                del st.query_params[k]
+        for k, v in verdict.set.items():
+            if k not in drop:
+                st.query_params[k] = v
+        st.rerun()  # the controls read the cleaned URL
 
 
-def _widget(box, p: codec.Param, default) -> None:
-    p = codec.widened(p, default)
-    kw = dict(key=p.short, bind="query-params", help=p.help or None)
+def _widget(box, p: Param, default) -> None:
+    kw = dict(key=p.short, bind="query-params", help=p.help or None, on_change=_on_control, args=(p.short,))
     if p.kind == "choice":
         if len(p.options) == 2:
             box.radio(p.label, p.options, index=p.options.index(default), horizontal=True, **kw)
@@ -141,96 +146,128 @@ def _widget(box, p: codec.Param, default) -> None:
         box.number_input(p.label, int(p.lo), int(p.hi), int(default), int(p.step), **kw)
     else:
         box.number_input(p.label, float(p.lo), float(p.hi), float(default), float(p.step), format="%g", **kw)
+    refused = st.session_state.get(REFUSED)
+    if refused and refused[0] == p.short:
+        box.error(refused[1], icon=":material/block:")
 
 
-def _controls(raw: dict) -> dict:
-    table = codec.params_for(raw)
-    defaults = codec.preset_values(raw)
-    by_section: dict[str, list[codec.Param]] = {}
-    for p in table:
+def _controls(c: Codec) -> dict:
+    by_section: dict[str, list[Param]] = {}
+    for p in c.params:
         by_section.setdefault(p.section, []).append(p)
+    refused = (st.session_state.get(REFUSED) or ("", ""))[0]
+    sections = {p.short: p.section for p in c.params}
+
+    def box_for(title: str, icon: str, sec: str, expanded: bool):
+        return st.sidebar.expander(title, icon=icon, expanded=expanded or sections.get(refused) == sec)
+
     sb = st.sidebar
     for sec in ("sched", "mit"):
         title, icon = SECTIONS[sec]
-        box = sb.expander(title, icon=icon, expanded=True)
+        box = box_for(title, icon, sec, True)
         for p in by_section.get(sec, []):
-            _widget(box, p, defaults[p.short])
+            _widget(box, p, c.defaults[p.short])
     sb.caption("Traffic per class (priority: lower number = more important, as in vLLM)")
-    for name in codec.class_names(raw):
-        prio = (raw["classes"][name] or {}).get("priority", 0)
-        box = sb.expander(f"{name} · priority {prio}", icon=":material/group:")
+    for name in c.class_names:
+        prio = (c.raw["classes"][name] or {}).get("priority", 0)
+        box = box_for(f"{name} · priority {prio}", ":material/group:", f"class:{name}", False)
         for p in by_section.get(f"class:{name}", []):
-            _widget(box, p, defaults[p.short])
+            _widget(box, p, c.defaults[p.short])
     for sec in ("hw", "run"):
         title, icon = SECTIONS[sec]
-        box = sb.expander(title, icon=icon)
+        box = box_for(title, icon, sec, False)
         for p in by_section.get(sec, []):
-            _widget(box, p, defaults[p.short])
-    box = sb.expander("More engine knobs", icon=":material/tune:")
+            _widget(box, p, c.defaults[p.short])
+    box = box_for("More engine knobs", ":material/tune:", "adv", False)
     for p in by_section.get("adv", []):
-        _widget(box, p, defaults[p.short])
-    return {p.short: st.session_state[p.short] for p in table}
+        _widget(box, p, c.defaults[p.short])
+    return {p.short: st.session_state[p.short] for p in c.params}
 
 
-def _share_url(params: dict[str, str]) -> str:
-    url = st.context.url or "http://localhost:8501/"
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", codec.query_string(params), ""))
+def _revert_if_asked(c: Codec) -> None:
+    """Before the widgets: the previous run failed, so every control goes back to what last ran."""
+    ss = st.session_state
+    target = ss.pop("_revert_to", None)
+    if target is not None:
+        for k, v in target.items():
+            if k in c.defaults:
+                ss[k] = v
 
 
-def render() -> Lab:
-    """Draw the sidebar, resolve the scenario (falling back to the preset) and run it."""
+def render(page: str, eager: bool = True) -> tuple[Lab, object]:
+    """Draw the sidebar, resolve and run the scenario; returns the Lab and the Share box."""
+    ss = st.session_state
     presets = scenario_names()
-    problems: list[str] = []
-    if "_link_checked" not in st.session_state:
-        st.session_state["_link_checked"] = True
-        problems = _check_link(presets)
+    if "_link_checked" not in ss:
+        _judge_link(page, presets)
     sb = st.sidebar
-    sb.selectbox("Scenario", presets, index=presets.index(codec.DEFAULT_PRESET), key=codec.PRESET_KEY,
+    sb.selectbox("Scenario", presets, index=presets.index(codec_mod.DEFAULT_PRESET), key=codec_mod.PRESET_KEY,
                  bind="query-params", on_change=_on_preset, help="A shipped scenario; the controls start from it.")
-    preset = st.session_state[codec.PRESET_KEY]
-    uploaded = UPLOAD_KEY in st.session_state
-    raw = base_raw(preset)
+    preset = ss[codec_mod.PRESET_KEY]
+    uploaded = UPLOAD_KEY in ss
+    c = codec_of(preset)
+    _revert_if_asked(c)
     if uploaded:
-        sb.info(f"Using the uploaded scenario `{raw.get('name', 'uploaded')}`", icon=":material/upload_file:")
+        sb.info(f"Using the uploaded scenario {plain(c.raw.get('name', 'uploaded'))}", icon=":material/upload_file:")
     cols = sb.columns(2)
     cols[1].button("Reset", icon=":material/restart_alt:", on_click=_on_reset, width="stretch",
                    help="Back to the preset's values")
     share_box = cols[0].popover("Share", icon=":material/link:", width="stretch")
-    values = _controls(raw)
-    sc, fallback = _resolve(raw, values)
-    if fallback:
-        problems.append(fallback)
-    res = runs.result(sc)
-    share = codec.encode(values, raw, preset)
-    with share_box:
-        if uploaded:
-            st.write("An uploaded scenario cannot travel in a link: download its YAML instead.")
-        else:
-            st.caption("This link reproduces the scenario (only values that differ from the preset):")
-            st.code(_share_url(share), language=None, wrap_lines=True)
-    lab = Lab(preset, raw, values, sc, res, share, problems, uploaded)
+    if msg := ss.get(REVERT):
+        sb.error(msg, icon=":material/undo:")
+    values = _controls(c)
+    sc, res = _run(c, values, eager)
+    ss[RAN] = values
+    lab = Lab(preset, c.raw, c, values, sc, c.encode(values, preset), uploaded,
+              notes=list(ss.get(LINK_NOTES, [])))
+    if res is not None:
+        lab.result = res  # already fetched: the page does not unpickle it again
     _files(lab)
-    if problems:
-        st.warning("**Some settings from the link were not used:**\n\n" + "\n".join(f"- {p}" for p in problems),
-                   icon=":material/link_off:")
-    return lab
+    return lab, share_box
 
 
-def _resolve(raw: dict, values: dict) -> tuple[Scenario, str | None]:
-    """The controls' scenario, or the preset's when the combination cannot run (with why)."""
+def _run(c: Codec, values: dict, eager: bool):
+    """The controls' scenario (and, if `eager`, its run); if it cannot run, go back to the last
+    values that ran."""
+    ss = st.session_state
     try:
-        sc = codec.scenario(raw, values)
-        size = expected_requests(sc)
-        if size > APP_MAX_REQUESTS:
-            raise ScenarioError(f"it would simulate about {size:,.0f} requests; the app runs at most "
-                                f"{APP_MAX_REQUESTS:,} (lower a rate or the duration, or use the CLI)")
-        runs.result(sc)
-        return sc, None
+        sc = c.scenario(values)
+        reason = limits.why_not(sc)
+        if reason is None:
+            return sc, (runs.result(sc) if eager else None)
     except (ScenarioError, TraceError) as err:
-        from engine import from_dict
+        reason = str(err)
+    ran = ss.get(RAN) or c.defaults
+    if ran == values:  # what last ran no longer runs (e.g. an upload changed): the preset's values
+        ran = c.defaults
+        if values == c.defaults:
+            st.error(f"This scenario cannot run: {plain(reason)}", icon=":material/error:")
+            st.stop()
+    ss["_revert_to"] = ran
+    ss[REVERT] = f"That combination cannot run ({plain(reason)}); the controls are back to the last values that ran."
+    st.rerun()
 
-        return from_dict(raw), f"This combination cannot run ({err}); showing the preset's values instead."
+
+def fill_share(box, lab: Lab) -> None:
+    """The Share popover: this page with the scenario's and the view's settings."""
+    with box:
+        if lab.uploaded:
+            st.write("An uploaded scenario cannot travel in a link: download its YAML instead.")
+            return
+        st.caption("This link opens this page with these settings (only values that differ from the preset):")
+        st.code(share_url(lab), language=None, wrap_lines=True)
+
+
+def share_url(lab: Lab) -> str:
+    url = st.context.url or "http://localhost:8501/"
+    parts = urlsplit(url)
+    known = {s.path for s in PAGES if s.url}
+    root = parts.path or "/"
+    last = root.rstrip("/").rsplit("/", 1)[-1]
+    if last in known:  # the app's own page path: drop it, add the running page's
+        root = root.rstrip("/")[: -len(last)]
+    path = root.rstrip("/") + "/" + lab.page
+    return urlunsplit((parts.scheme, parts.netloc, path, codec_mod.query_string({**lab.share, **lab.view}), ""))
 
 
 def _files(lab: Lab) -> None:
@@ -245,8 +282,8 @@ def _files(lab: Lab) -> None:
                       on_change=_on_yaml_upload)
     box.file_uploader("Upload a trace (CSV/JSONL, ≤ 20 MB)", type=["csv", "jsonl", "json"], key="_up_trace",
                       on_change=_on_trace_upload)
-    if err := st.session_state.get("_upload_error"):
-        box.error(err, icon=":material/error:")
+    if err := st.session_state.pop("_upload_error", None):  # shown once: the next rerun starts clean
+        box.error(plain(err), icon=":material/error:")
     if lab.uploaded:
         box.button("Discard the upload", on_click=_on_reset_upload, width="stretch")
 
@@ -255,32 +292,30 @@ def _on_yaml_upload() -> None:
     f = st.session_state.get("_up_yaml")
     if f is None:
         return
-    try:
-        raw = uploads.scenario_from_upload(f.name, f.getvalue())
-    except (ScenarioError, TraceError) as err:
-        st.session_state["_upload_error"] = str(err)
+    up = uploads.try_scenario(f.name, f.getvalue())
+    if up.error:  # the app keeps what it had: a refused upload changes nothing
+        st.session_state["_upload_error"] = up.error
         return
     st.session_state.pop("_upload_error", None)
-    st.session_state[UPLOAD_KEY] = raw
-    set_controls(st.session_state.get(codec.PRESET_KEY, codec.DEFAULT_PRESET), raw=raw)
+    st.session_state[UPLOAD_KEY] = up.raw
+    set_controls(st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET), raw=up.raw)
 
 
 def _on_trace_upload() -> None:
     f = st.session_state.get("_up_trace")
     if f is None:
         return
-    preset = st.session_state.get(codec.PRESET_KEY, codec.DEFAULT_PRESET)
-    try:
-        raw = uploads.with_trace(base_raw(preset), f.name, f.getvalue())
-    except (ScenarioError, TraceError) as err:
-        st.session_state["_upload_error"] = str(err)
+    preset = st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET)
+    up = uploads.try_trace(base_raw(preset), f.name, f.getvalue(), st.session_state)  # a folder per session
+    if up.error:
+        st.session_state["_upload_error"] = up.error
         return
     st.session_state.pop("_upload_error", None)
-    st.session_state[UPLOAD_KEY] = raw
-    set_controls(preset, raw=raw)
+    st.session_state[UPLOAD_KEY] = up.raw
+    set_controls(preset, raw=up.raw)
 
 
 def _on_reset_upload() -> None:
     st.session_state.pop(UPLOAD_KEY, None)
     st.session_state.pop("_upload_error", None)
-    set_controls(st.session_state.get(codec.PRESET_KEY, codec.DEFAULT_PRESET))
+    set_controls(st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET))

@@ -1,4 +1,4 @@
-"""Worker functions for process pools (top-level, picklable, no streamlit import)."""
+"""A single run from its canonical scenario JSON (the app's cache key)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,3 @@ def run_json(key: str) -> Result:
     """Scenario JSON → Result."""
     return simulate(from_dict(json.loads(key)))
 
-
-def summary_json(key: str) -> dict:
-    """Scenario JSON → summary only (what travels back between processes in a sweep)."""
-    return run_json(key).summary

@@ -4,8 +4,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = "../../app.py"  # relative to this test file (AppTest resolves it so)
-PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99_curves.py", "pages/compare.py",
-         "pages/workshop.py", "pages/memory.py"]
+PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py",
+         "pages/workshop.py", "pages/memory.py", "pages/sweeps.py"]
 
 
 def fresh(**query) -> AppTest:
@@ -69,25 +69,75 @@ def test_preset_from_the_url():
     assert at.slider(key="reserve").value == 256
 
 
-@pytest.mark.parametrize("query, needle, key, fallback", [
-    ({"reserve": "lots"}, "`reserve=lots`", "reserve", 0),
-    ({"reserve": "999999"}, "`reserve=999999`", "reserve", 0),
-    ({"p2_rate": "-3"}, "`p2_rate=-3`", "p2_rate", 0.05),
-    ({"colour": "blue"}, "`colour`", "reserve", 0),
+def notes(at: AppTest) -> str:
+    return " ".join(w.value for w in at.warning if "from the link" in w.value)
+
+
+@pytest.mark.parametrize("query, key, fallback", [
+    ({"reserve": "lots"}, "reserve", 0),
+    ({"reserve": "999999"}, "reserve", 0),
+    ({"p2_rate": "-3"}, "p2_rate", 0.05),
+    ({"kvres": "inf"}, "kvres", 0),
+    ({"seqs": "1e400"}, "seqs", 256),
+    ({"p0_rate": "nan"}, "p0_rate", 0.5),
+    ({"p2_pin": "<b>x</b>"}, "p2_pin", ""),
+    ({"colour": "blue"}, "colour", None),
 ])
-def test_malformed_parameter_warns_once_and_falls_back(query, needle, key, fallback):
+def test_a_bad_link_value_is_named_once_leaves_the_url_and_the_control_falls_back(query, key, fallback):
     at = fresh(**query)
     assert not at.exception
-    assert len(at.warning) == 1 and needle in at.warning[0].value
-    widget = at.slider(key=key) if key == "reserve" else at.number_input(key=key)
-    assert widget.value == pytest.approx(fallback)
+    banner = [w.value for w in at.warning]
+    assert len(banner) == 1 and "from the link" in banner[0] and f"“{key}”" in banner[0].replace("\\", "")
+    assert banner[0].count("\n- ") == 1 or banner[0].count("\n-") == 1
+    assert key not in at.query_params
+    if fallback is not None:
+        widget = {"reserve": at.slider, "p2_pin": at.text_input}.get(key, at.number_input)(key=key)
+        assert widget.value == pytest.approx(fallback) if fallback != "" else widget.value == ""
 
 
-def test_invalid_combination_falls_back_to_the_preset():
-    at = fresh(budget="1024", reserve="2048")  # a reserve >= the budget cannot run
+def test_a_repeated_key_is_named_and_the_last_value_is_used():
+    at = fresh(reserve=["512", "1024"], policy="priority")
     assert not at.exception
-    assert any("cannot run" in w.value for w in at.warning)
-    assert metric(at, "P0 · P99 TTFT")
+    assert "2 times" in notes(at) and at.slider(key="reserve").value == 1024
+    assert at.query_params["reserve"] in ("1024", ["1024"])
+
+
+def test_a_link_value_that_cannot_run_is_refused_and_the_control_agrees():
+    """p1_rate=9000 would simulate ~810k requests: the control shows the preset's rate, the page its run."""
+    at = fresh(p1_rate="9000")
+    assert not at.exception
+    assert "p1\\_rate" in notes(at) or "p1_rate" in notes(at).replace("\\", "")
+    assert "the 50,000 allowed" in notes(at)
+    assert at.number_input(key="p1_rate").value == pytest.approx(3.0)
+    assert "p1_rate" not in at.query_params
+    assert metric(at, "P0 · P99 TTFT") == metric(fresh(), "P0 · P99 TTFT")
+
+
+def refusal(at: AppTest) -> str:
+    return " ".join(e.value for e in at.error)
+
+
+def test_a_control_change_that_cannot_run_is_refused_beside_the_control():
+    at = fresh()
+    before = metric(at, "P0 · P99 TTFT")
+    at.number_input(key="p1_rate").set_value(9000.0).run()
+    assert not at.exception
+    assert at.number_input(key="p1_rate").value == pytest.approx(3.0)  # back to the last value that ran
+    assert "cannot run" in refusal(at) and "the 50,000 allowed" in refusal(at) and "Back to 3" in refusal(at)
+    assert not notes(at)  # no "from the link" banner: no link was used
+    assert metric(at, "P0 · P99 TTFT") == before
+    at.selectbox(key="model").set_value("Llama-3-70B").run()
+    assert at.selectbox(key="model").value == "Qwen2.5-32B" and "no memory for KV cache" in refusal(at)
+    at.selectbox(key="policy").set_value("priority").run()  # the next good change clears the refusal
+    assert not refusal(at) and at.selectbox(key="policy").value == "priority"
+
+
+def test_invalid_combination_is_refused_at_the_control():
+    at = fresh()
+    at.number_input(key="budget").set_value(1024).run()
+    at.slider(key="reserve").set_value(2048).run()  # a reserve >= the budget cannot run
+    assert not at.exception
+    assert at.slider(key="reserve").value == 0 and "must be below" in refusal(at)
 
 
 def test_reset_returns_to_the_preset():
@@ -103,11 +153,13 @@ def test_reset_returns_to_the_preset():
 def test_workshop_load_scenario_sets_the_sidebar():
     at = fresh()
     at.switch_page("pages/workshop.py").run()
+    at.radio(key="lesson").set_value("04-kv-caps").run()
     at.button(key="ws_load_04-kv-caps").click().run()
     assert not at.exception
     assert at.selectbox(key="preset").value == "classic-inversion"
     assert at.number_input(key="p2_cap").value == 8192
     assert at.radio(key="p2_over").value == "split"
+    at.radio(key="lesson").set_value("06-separate-replicas").run()
     at.button(key="ws_load_06-separate-replicas").click().run()
     assert at.number_input(key="reps").value == 2
     assert at.text_input(key="p2_pin").value == "1"
@@ -125,30 +177,167 @@ def test_workshop_reveal_after_run():
 
 
 def test_timeline_story_of_a_picked_request():
+    at = on_page("pages/timeline.py", preset="classic-inversion")
+    assert not at.exception
+    at.selectbox(key="tl_req").select_index(1).run()
+    assert not at.exception
+    story = " ".join(m.value for m in at.markdown)
+    assert "arrives with" in story and "admitted ahead of it" in story and "biggest holders" in story
+    assert at.query_params["tl_req"] not in ("-1", None)
+
+
+def test_timeline_view_comes_from_the_link_and_goes_back_into_it():
+    at = on_page("pages/timeline.py", preset="classic-inversion", tl_show="all", tl_cls="P0,P1", tl_from="10",
+                 tl_to="40", tl_req="48")
+    assert not at.exception and not notes(at)
+    assert at.radio(key="tl_show").value == "all" and at.multiselect(key="tl_cls").value == ["P0", "P1"]
+    assert at.slider(key="tl_window").value == (10.0, 40.0) and at.selectbox(key="tl_req").value == 48
+    link = share_link(at)
+    for part in ("/timeline?", "tl_show=all", "tl_cls=P0%2CP1", "tl_from=10", "tl_to=40", "tl_req=48"):
+        assert part in link, (part, link)
+    bad = on_page("pages/timeline.py", tl_cls="P9", tl_to="1e400", tl_req="99999")
+    assert not bad.exception
+    assert "“tl\\_cls”" in notes(bad) and "“tl\\_to”" in notes(bad) and "“tl\\_req”" in notes(bad)
+    assert bad.multiselect(key="tl_cls").value == ["P0", "P1", "P2"]
+
+
+def run_until_swept(at: AppTest, timeout_s: float = 120.0) -> AppTest:
+    """Rerun the page until its sweep is complete (the browser's fragment timer does this live)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not (at.success or [w for w in at.warning if "No setting" in w.value]
+               or [c for c in at.caption if "runs:" in c.value]):
+        assert time.monotonic() < deadline, "sweep did not finish"
+        time.sleep(0.3)
+        at.run()
+        assert not at.exception
+    return at
+
+
+def on_page(page: str, **query) -> AppTest:
+    """A fresh session whose first request is `page` with the link `query`."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(page)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def test_the_sweep_runs_live_without_a_button_and_is_shared_across_sessions():
+    at = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", sw_seeds="1")
+    assert not at.exception and not [b for b in at.button if "sweep" in b.label.lower()]
+    assert at.selectbox(key="sw_knob").value == "cap" and at.number_input(key="sw_pts").value == 3
+    run_until_swept(at)
+    assert at.get("plotly_chart") and (at.success or at.warning)
+    again = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", sw_seeds="1")  # a second session: from the pool
+    assert not again.exception and [c for c in again.caption if "3 runs:" in c.value]
+
+
+def test_sweep_settings_from_the_link_are_checked():
+    at = on_page("pages/p99.py", sw_knob="lottery", sw_pts="99", sw_to="2048")
+    assert not at.exception
+    assert at.selectbox(key="sw_knob").value == "reserve" and at.number_input(key="sw_pts").value == 9
+    assert at.number_input(key="sw_to").value == 2048
+    assert "“sw\\_knob”" in notes(at) and "“sw\\_pts”" in notes(at)
+    assert "sw_knob" not in at.query_params and at.query_params["sw_to"] == "2048"
+
+
+def test_rejected_requests_never_look_like_an_improvement():
+    at = fresh(p2_cap="4096")  # reject mode: all of P2's documents are turned away
+    assert not at.exception
+    p2 = {m.label: m for m in at.metric if m.label.startswith("P2 · ")}
+    assert p2["P2 · Not served"].value == "4"
+    for label, m in p2.items():
+        if label != "P2 · Not served":
+            assert m.delta == "4 of 4 rejected", label
+    assert any("were rejected by a cap" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("preset, remedy", [("preempt", "policy preempt"),
+                                            ("separate-replicas", "2 replicas, pinned routing")])
+def test_remedy_presets_compare_against_the_same_traffic_without_their_remedy(preset, remedy):
+    at = fresh(preset=preset)
+    assert not at.exception
+    assert not [i for i in at.info if "No remedy" in i.value]
+    assert [m for m in at.metric if m.label == "P0 · P99 TTFT"][0].delta
+    assert any(remedy in c.value for c in at.caption)
+
+
+def test_the_scenario_description_is_shown():
+    at = fresh(preset="classic-inversion")
+    assert any("The seed article" in m.value for m in at.markdown)
+
+
+def test_compare_follows_the_sidebar_and_refuses_duplicate_names():
+    at = on_page("pages/compare.py")
+    assert not at.exception
+    assert any("**Policy:** fcfs" in m.value for m in at.markdown)
+    at.selectbox(key="policy").set_value("backfill").run()  # the first column follows the sidebar
+    assert any("**Policy:** backfill" in m.value for m in at.markdown)
+    at.switch_page("pages/playground.py").run()
+    at.slider(key="reserve").set_value(512).run()
+    at.switch_page("pages/compare.py").run()  # ... after leaving and coming back too
+    assert any("**Token reserve:** 512" in m.value for m in at.markdown)
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["Sidebar", "Priority", "Priority + reserve"]
+    at.text_input(key="c3_name").set_value("Priority").run()
+    assert at.text_input(key="c3_name").value == "Priority + reserve"
+    assert any("already the name of another column" in e.value for e in at.error)
+    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Priority + reserve"]
+    at.text_input(key="c3_name").set_value("Sidebar").run()
+    assert at.text_input(key="c3_name").value == "Priority + reserve"
+    at.text_input(key="c3_name").set_value("Mine").run()
+    assert not at.error and list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Mine"]
+
+
+def test_compare_configurations_come_from_the_link():
+    at = on_page("pages/compare.py", cmp_n="2", c2_name="Buffer", c2_pol="backfill", c2_res="2048")
+    assert not at.exception and not notes(at)
+    assert at.radio(key="cmp_n").value == 2 and at.text_input(key="c2_name").value == "Buffer"
+    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Buffer"]
+    dup = on_page("pages/compare.py", c2_name="Sidebar")
+    assert dup.text_input(key="c2_name").value == "Priority" and "already the name" in notes(dup)
+
+
+def share_link(at: AppTest) -> str:
+    codes = [c.value for c in at.code if "://" in c.value]
+    assert len(codes) == 1, codes
+    return codes[0]
+
+
+def test_share_links_carry_the_page_and_its_view():
+    at = on_page("pages/p99.py", sw_knob="cap", sw_pts="4", policy="priority")
+    link = share_link(at)
+    assert "/p99?" in link and "policy=priority" in link and "sw_knob=cap" in link and "sw_pts=4" in link
+    at.number_input(key="sw_seeds").set_value(2).run()
+    assert "sw_seeds=2" in share_link(at) and at.query_params["sw_seeds"] in ("2", ["2"])
+    ws = on_page("pages/workshop.py", lesson="04-kv-caps")
+    assert ws.radio(key="lesson").value == "04-kv-caps" and "/workshop?lesson=04-kv-caps" in share_link(ws)
+    cmp = on_page("pages/compare.py", c2_name="Buffer", c2_res="2048")
+    assert "/compare?" in share_link(cmp) and "c2_name=Buffer" in share_link(cmp) and "c2_res=2048" in share_link(cmp)
+    home = fresh(reserve="512")
+    assert share_link(home).endswith("/?reserve=512")
+
+
+def test_every_preset_the_app_lists_runs_within_its_limit():
+    from engine import load, scenario_names
+    from ui.limits import why_not
+
+    names = scenario_names()
+    assert "stress-100k" not in names  # a benchmark (scenarios/bench/): the CLI runs it, the app does not list it
+    for name in names:
+        assert why_not(load(name)) is None, name
     at = fresh()
-    at.switch_page("pages/timeline.py").run()
-    at.selectbox(key="tl_pick").select_index(0).run()
-    assert not at.exception
-    assert any("arrives with" in m.value for m in at.markdown)
+    assert at.selectbox(key="preset").options == names
+    assert load("stress-100k").name == "stress-100k"  # still found by name, for `python -m engine bench`
 
 
-def test_sweep_runs_and_marks_the_result():
-    at = fresh()
-    at.switch_page("pages/p99_curves.py").run()
-    at.selectbox(key="sw_knob").set_value("cap")
-    at.number_input(key="sw_n").set_value(3)
-    at.slider(key="sw_seeds").set_value(1)
-    [b for b in at.button if b.label == "Run sweep"][0].click().run(timeout=120)
-    assert not at.exception
-    assert at.success or at.warning
-    assert at.get("plotly_chart")
-
-
-def test_a_run_too_big_for_the_app_falls_back_with_a_warning():
-    """A share link asking for ~1.8M requests must not hang the page: warning + preset values."""
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.query_params["p1_rate"] = "10000"
-    at.run()
-    assert not at.exception
-    warned = " ".join(w.value for w in at.warning)
-    assert "at most 50,000" in warned and "requests" in warned
+def test_view_settings_left_at_their_default_follow_the_scenario():
+    at = on_page("pages/p99.py")
+    assert at.number_input(key="sw_to").value == 4096  # min(4096, budget / 2)
+    at.number_input(key="budget").set_value(4096).run()
+    assert at.number_input(key="sw_to").value == 2048  # the default range moved with the budget
+    at.number_input(key="sw_to").set_value(1000).run()
+    at.number_input(key="budget").set_value(8192).run()
+    assert at.number_input(key="sw_to").value == 1000  # a value set by hand stays

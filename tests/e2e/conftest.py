@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -54,8 +55,9 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
-def app_url(chromium_path):
+@contextmanager
+def streamlit_server():
+    """`streamlit run app.py` on a free localhost port; stopped by its PID afterwards."""
     port = _free_port()
     log = open(Path(tempfile.gettempdir()) / f"inversion_lab_e2e_{port}.log", "w")
     proc = subprocess.Popen(
@@ -77,6 +79,12 @@ def app_url(chromium_path):
 
 
 @pytest.fixture(scope="session")
+def app_url(chromium_path):
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def browser(chromium_path):
     from playwright.sync_api import sync_playwright
 
@@ -90,7 +98,7 @@ def browser(chromium_path):
 
 @pytest.fixture
 def page(browser):
-    p = browser.new_page(viewport={"width": 1440, "height": 1000})
+    p = browser.new_page(viewport={"width": 1280, "height": 1000})
     try:
         yield p
     finally:
@@ -113,3 +121,26 @@ def wait_idle(page, timeout_ms: int = 60_000) -> None:
     page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(
         state="attached", timeout=timeout_ms)
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=timeout_ms)
+
+
+def open_app(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("[data-testid='stAppViewContainer']", state="attached", timeout=60_000)
+    wait_idle(page)
+
+
+def pick(page, key: str, option: str) -> None:
+    """Choose `option` in the selectbox keyed `key`."""
+    page.locator(f".st-key-{key}").click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def full_shot(page, path) -> None:
+    """A screenshot of the whole page: Streamlit scrolls inside its own container, so grow the
+    viewport to the content's height first."""
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]')?.scrollHeight || 1000")
+    width = page.viewport_size["width"]
+    page.set_viewport_size({"width": width, "height": min(max(int(height) + 40, 800), 6000)})
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size({"width": width, "height": 1000})

@@ -10,24 +10,18 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, wait_idle
+from conftest import ROOT, full_shot, open_app, wait_idle
 from playwright.sync_api import expect
 
 from ui.text import seconds
 
 pytestmark = pytest.mark.browser
-PAGES = ["", "timeline", "p99", "compare", "workshop", "memory"]
+PAGES = ["", "timeline", "p99", "compare", "workshop", "memory", "sweeps"]
 
 
 def p0_p99(page) -> str:
     card = page.get_by_test_id("stMetric").filter(has_text="P0 · P99 TTFT")
     return card.get_by_test_id("stMetricValue").inner_text().strip()
-
-
-def open_app(page, url: str) -> None:
-    page.goto(url)
-    page.wait_for_selector("[data-testid='stAppViewContainer']", state="attached", timeout=60_000)
-    wait_idle(page)
 
 
 def test_slider_changes_url_and_p0_p99(page, app_url, shots):
@@ -72,8 +66,7 @@ def test_reset_clears_the_link(page, app_url):
 
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_renders(page, app_url, shots, path):
-    page.set_viewport_size({"width": 1440, "height": 2200})  # Streamlit scrolls inside; show more of it
     open_app(page, f"{app_url}/{path}")
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stSidebar").get_by_text("Scenario", exact=True)).to_have_count(1)
-    page.screenshot(path=str(shots / f"page_{path or 'playground'}.png"), full_page=True)
+    full_shot(page, shots / f"page_{path or 'playground'}.png")

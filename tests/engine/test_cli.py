@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from functools import cache
@@ -180,3 +181,142 @@ def test_missing_file_is_one_error_line(tmp_path):
 def test_unknown_scenario_name_lists_the_shipped_ones():
     line = _assert_one_line_error(cli("run", "no-such-scenario"), "no-such-scenario")
     assert "default" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed input of every kind: one `error:` line, exit 2 (in-process for speed, a few for real)
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    from engine.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_error(capsys, *args: str, must: tuple[str, ...] = (), code: int = 2) -> str:
+    rc, out, err = _main(capsys, *args)
+    assert rc == code, (rc, out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert out == "" and len(lines[0]) < 2100
+    for word in must:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def _laughs(levels: int = 9) -> bytes:
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * 9)}]" for k in range(1, levels)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+BAD_FILES = {
+    "garbage.yaml": bytes(range(256)) * 8,
+    "latin1.yaml": "name: café\n".encode("latin-1"),
+    "utf16.yaml": "seed: 3\n".encode("utf-16"),
+    "laughs.yaml": _laughs(),
+    "cycle.yaml": b"a: &a [*a]\n",
+    "deep.yaml": b"x: " + b"[" * 3000 + b"]" * 3000,
+    "list.yaml": b"- 1\n- 2\n",
+    "types.yaml": b"seed: [1]\nduration_s: {a: 1}\nclasses: 5\n",
+    "absurd.yaml": b"seed: 1" + b"0" * 120 + b"\nduration_s: .inf\nclasses: {A: {arrival: {rate: .nan}}}\n",
+    "tags.yaml": b"seed: !!python/object/apply:os.getpid []\n",
+    "nul.yaml": b"seed: 3\x00\n",
+    "huge.yaml": b"#" * (1 << 20) + b"\nseed: 1\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_malformed_scenario_files_are_one_error_line(tmp_path, capsys, name):
+    p = tmp_path / name
+    p.write_bytes(BAD_FILES[name])
+    _one_error(capsys, "validate", str(p))
+    _one_error(capsys, "run", str(p), "--json")
+
+
+def test_malformed_files_in_a_real_process(tmp_path):
+    for name in ("garbage.yaml", "laughs.yaml"):
+        p = tmp_path / name
+        p.write_bytes(BAD_FILES[name])
+        _assert_one_line_error(cli("validate", str(p), timeout=60))
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+def test_device_files_are_refused(tmp_path, capsys):
+    _one_error(capsys, "validate", "/dev/zero", must=("not a regular file",))
+    sc = tmp_path / "s.yaml"
+    sc.write_text("trace: {path: /dev/zero}\n")
+    _one_error(capsys, "validate", str(sc), must=("trace.path", "outside"))
+    _one_error(capsys, "validate", str(sc), "--allow-dir", "/dev", must=("trace.path", "not a regular file"))
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    sc.write_text("trace: {path: fifo.csv}\n")
+    _one_error(capsys, "run", str(sc), must=("not a regular file",))
+    sc.write_text("classes: {A: {prompt: {dist: empirical, path: fifo.csv, column: x}}}\n")
+    _one_error(capsys, "validate", str(sc), must=("classes.A.prompt", "not a regular file"))
+
+
+def test_validate_reads_the_trace(tmp_path, capsys):
+    sc = tmp_path / "s.yaml"
+    sc.write_text("trace: {path: absent.csv}\n")
+    _one_error(capsys, "validate", str(sc), must=("trace.path", "absent.csv"))
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens,class\n0,10,5,P9\n")
+    sc.write_text("classes: {P0: {arrival: {rate: 0}}}\ntrace: {path: t.csv, assign: {by: column}}\n")
+    _one_error(capsys, "validate", str(sc), must=("P9",))
+
+
+@pytest.mark.parametrize(("rows", "must"), [
+    ("0,1,1\n1,2,3,4\n", ("line 3", "4 fields, but the header has 3")),
+    ("0,9223372036854775808,1\n", ("num_prefill_tokens", "10,000,000")),
+    ("0,1,18446744073709551617\n", ("num_decode_tokens",)),
+    ("0,1e19,1\n", ("num_prefill_tokens",)),
+])
+def test_bad_trace_rows_are_one_error_line(tmp_path, capsys, rows, must):
+    (tmp_path / "t.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + rows)
+    sc = tmp_path / "s.yaml"
+    sc.write_text("trace: {path: t.csv}\n")
+    _one_error(capsys, "validate", str(sc), must=must)
+    _one_error(capsys, "run", str(sc), "--json", must=must)
+
+
+def test_work_cap_names_the_key_and_can_be_lifted(capsys, monkeypatch):
+    line = _one_error(capsys, "run", "default", "--set", "classes.P1.arrival.rate=5000",
+                      must=("classes.P1.arrival.rate", "--no-work-limit"))
+    assert "requests" in line or "steps" in line
+    _one_error(capsys, "run", "default", "--set", "duration_s=1e6", must=("classes.P1.arrival.rate",))
+    # the cap is on the estimate only: with the flag, validate accepts it (no run needed)
+    rc, out, err = _main(capsys, "validate", "scenarios/default.yaml", "--no-work-limit")
+    assert rc == 0 and out.startswith("ok: default") and err == ""
+    from engine import limits
+
+    monkeypatch.setattr(limits, "BATCH", limits.WorkLimits(requests=100, classes=2, seconds=None, memory_mib=None))
+    monkeypatch.setattr("engine.cli.BATCH", limits.BATCH)
+    _one_error(capsys, "validate", "scenarios/default.yaml", must=("classes", "3 classes", "2 allowed"))
+
+
+def test_a_bug_is_one_line_with_exit_1(capsys, monkeypatch):
+    def boom(sc):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr("engine.simulation.simulate", boom)
+    line = _one_error(capsys, "run", "default", code=1, must=("internal error", "RuntimeError", "boom second line"))
+    assert "Traceback" not in line
+    monkeypatch.setenv("INVERSION_LAB_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        _main(capsys, "run", "default")
+
+
+def test_bad_out_folder_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setattr("engine.simulation.simulate", lambda sc: pytest.fail("ran before checking --out"))
+    _one_error(capsys, "run", "default", "--out", str(blocker / "sub"), must=("--out", "cannot write"))
+
+
+def test_names_with_control_characters_are_refused_without_echoing_them(tmp_path, capsys):
+    sc = tmp_path / "s.yaml"
+    sc.write_text('base: default\nname: "x\\e[2Jy\\nz"\nduration_s: 10\nwarmup_s: 0\n')
+    line = _one_error(capsys, "run", str(sc), must=("name = ",))
+    assert "\x1b" not in line and "\\x1b[2Jy\\nz" in line

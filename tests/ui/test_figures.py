@@ -1,7 +1,6 @@
 """Figure builders on a tiny fixed-step run and on hand-built frames."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from engine import from_dict, simulate
@@ -43,75 +42,6 @@ def test_waiting_queue_has_one_line_per_class(res):
     assert np.asarray(fig.data[0].y).sum() == res.steps["waiting_hi"].sum()
 
 
-def hand_frames():
-    """Two requests: #0 (lo) holds KV; #1 (hi) waits 1–3 s short of KV, inverted 2–3 s."""
-    req = pd.DataFrame({
-        "id": [0, 1], "class": pd.Categorical(["lo", "hi"]), "priority": [2, 0], "arrival_s": [0.0, 1.0],
-        "first_scheduled_s": [0.0, 3.0], "finish_s": [5.0, 4.0], "measured": [True, True], "ttft_s": [0.1, 2.1],
-    })
-    waits = pd.DataFrame({
-        "id": [0], "request": [1], "class": ["hi"], "priority": [0], "start_s": [1.0], "end_s": [3.0],
-        "need_blocks": [10], "free_blocks": [4], "blocker": [-1], "eta_s": [1.5], "replica": [0],
-        "duration_s": [2.0], "reason": ["kv_short"], "short_by": [6],
-    })
-    holders = pd.DataFrame({"wait": [0], "alert": [False], "rank": [0], "request": [0], "class": ["lo"],
-                            "priority": [2], "blocks": [50], "eta_s": [1.0]})
-    episodes = pd.DataFrame({"request": [1], "class": ["hi"], "priority": [0], "start_s": [2.0], "end_s": [3.0],
-                             "steps": [5], "overtakers": [1], "replica": [0], "duration_s": [1.0]})
-    steps = pd.DataFrame({"replica": [0, 0], "t_s": [0.0, 4.0], "kv_hi": [0, 4], "kv_lo": [50, 50],
-                          "waiting_hi": [0, 0], "waiting_lo": [0, 0]})
-    return req, waits, holders, episodes, steps
-
-
-def test_timeline_segments_episodes_and_hover():
-    req, waits, holders, episodes, steps = hand_frames()
-    fig = figures.timeline(req, waits, holders, episodes, steps, [0, 1], ["hi", "lo"], 64)
-    wait = by_name(fig, "waiting: kv_short")[0]
-    assert list(wait.x[:2]) == [1.0, 3.0] and np.isnan(wait.x[2])
-    assert list(wait.y[:2]) == [-1.0, -1.0]  # lane 1 (second by arrival) is drawn at y = -1
-    run = by_name(fig, "running")[0]
-    assert list(run.x[:2]) == [0.0, 5.0] and list(run.x[3:5]) == [3.0, 4.0]
-    rect = by_name(fig, "inversion (lower priority admitted)")[0]
-    assert rect.fill == "toself" and list(rect.x[:5]) == [2.0, 3.0, 3.0, 2.0, 2.0]
-    hover = by_name(fig, "hover")[0]
-    assert list(hover.x) == [2.0]
-    text = hover.hovertext[0]
-    assert "kv_short" in text and "short by 6" in text and "#0 lo (50 blocks)" in text and "1.5 s" in text
-    assert any(t.name == "hi KV" and t.yaxis == "y2" for t in fig.data)  # KV chart below, same x axis
-
-
-def test_default_lanes_are_top_requests_their_holders_and_overtakers():
-    req, waits, holders, _, _ = hand_frames()
-    extra = pd.DataFrame({"id": [2, 3], "class": pd.Categorical(["lo", "lo"]), "priority": [2, 2],
-                          "arrival_s": [1.5, 10.0], "first_scheduled_s": [2.0, 10.0], "finish_s": [6.0, 11.0],
-                          "measured": [True, True], "ttft_s": [0.5, 0.1]})
-    allreq = pd.concat([req, extra], ignore_index=True)
-    assert figures.default_lanes(allreq, waits, holders, 0) == [0, 1, 2]  # #3 neither holds nor overtakes
-
-
-def test_timeline_on_a_real_run(res):
-    lanes = figures.default_lanes(res.requests, res.waits, res.holders, 0)
-    fig = figures.timeline(res.requests, res.waits, res.holders, res.episodes, res.steps, lanes, res.class_names,
-                           res.memory.blocks)
-    drawn = sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in fig.data
-                if t.name and t.name.startswith("waiting: "))
-    assert drawn == len(res.waits[res.waits["request"].isin(lanes)])
-
-
-def test_p99_curve_band_throughput_and_knee():
-    pts = pd.DataFrame({"value": [0, 0, 512, 512] * 2, "seed": [1, 2, 1, 2] * 2,
-                        "class": ["hi"] * 4 + ["lo"] * 4, "ttft_p99": [3.0, 4.0, 0.8, 0.9, 1, 1, 2, 2],
-                        "throughput_tok_s": [100, 110, 90, 95] * 2})
-    fig = figures.p99_curve(pts, ["hi", "lo"], "reserve (tokens)", slo_s=1.0, knee=512, top="hi")
-    band = [t for t in fig.data if t.fill == "toself"][0]
-    assert list(band.y) == [4.0, 0.9, 0.8, 3.0]  # max forward, min backward
-    line = by_name(fig, "hi P99 TTFT")[0]
-    assert list(line.y) == pytest.approx([3.5, 0.85])
-    tp = by_name(fig, "throughput")[0]
-    assert tp.yaxis == "y2" and list(tp.y) == [105, 92.5]
-    assert len(fig.layout.shapes) == 2  # SLO line and knee line
-
-
 def test_ttft_cdf_reaches_one(res):
     fig = figures.ttft_cdf({"a": res.requests, "b": res.requests}, res.class_names)
     assert len(fig.data) == 4
@@ -123,3 +53,17 @@ def test_memory_bar_parts_sum_to_total():
     fig = figures.memory_bar(80 * gib, 40 * gib, 3 * gib, 29 * gib, "x")
     assert [t.name for t in fig.data][:3] == ["weights", "activations", "KV cache"]
     assert sum(t.x[0] for t in fig.data) == pytest.approx(80)
+
+
+def test_step_time_table_is_memory_bound_for_decode_and_compute_bound_for_prefill():
+    from engine import load
+    from engine.memory import breakdown
+    from ui.costs import step_table
+
+    sc = load("default")
+    t = step_table(sc, breakdown(sc)).set_index("case")
+    assert list(t.columns) == ["compute_ms", "memory_ms", "overhead_ms", "step_ms"]
+    assert t.loc["decode ×1", "memory_ms"] > t.loc["decode ×1", "compute_ms"]
+    assert t.loc["prefill 8,192 tok", "compute_ms"] > t.loc["prefill 8,192 tok", "memory_ms"]
+    for _, r in t.iterrows():
+        assert r["step_ms"] == pytest.approx(max(r["compute_ms"], r["memory_ms"]) + r["overhead_ms"], abs=0.02)

@@ -5,7 +5,7 @@ import pytest
 from engine import load, simulate
 from engine.scenario import load_raw
 from ui import codec, lessons, text
-from ui.variants import baseline, has_mitigations, knee, sweep_frame, sweep_points
+from ui.variants import baseline, has_remedies, remedies
 
 
 def test_plain_escapes_markdown_and_html():
@@ -20,14 +20,42 @@ def test_seconds_three_significant_digits(x, want):
     assert text.seconds(x) == want
 
 
+def cls(**kw):
+    base = {"n": 10, "rejected": 0, "unfinished": 0, "ttft_p50": 1.0, "ttft_p99": 2.0, "tpot_p99": 0.05,
+            "slo_attainment": 0.9, "inversion_s": 0.0, "blocked_s": 3.0, "e2e_p99": 9.0}
+    return {**base, **kw}
+
+
 def test_kpi_deltas_use_ascii_sign_and_hide_no_change():
-    cur = {"ttft_p50": 1.0, "ttft_p99": 2.0, "tpot_p99": 0.05, "slo_attainment": 0.9, "inversion_s": 0.0,
-           "blocked_s": 3.0}
-    base = {**cur, "ttft_p99": 3.0, "slo_attainment": 0.8}
-    k = {x.label: x for x in text.class_kpis("P0", cur, base)}
-    assert k["P0 · P99 TTFT"].delta == "-1.00 s"
+    k = {x.label: x for x in text.class_kpis("P0", cls(), cls(ttft_p99=3.0, slo_attainment=0.8))}
+    assert list(k) == ["P0 · P99 TTFT", "P0 · P50 TTFT", "P0 · SLO met", "P0 · Inversion", "P0 · Not served"]
+    assert k["P0 · P99 TTFT"].delta == "-1.00 s" and k["P0 · P99 TTFT"].delta_color == "inverse"
     assert k["P0 · SLO met"].delta == "+10 pts"
-    assert k["P0 · Inversion time"].delta is None
+    assert k["P0 · Inversion"].delta is None
+    assert k["P0 · Not served"].value == "0" and k["P0 · Not served"].delta is None
+
+
+def test_a_class_that_lost_requests_never_shows_an_improvement():
+    """A reject-mode cap: 3 of 3 documents rejected; P99 'drops' because nothing was served."""
+    cur = cls(n=3, rejected=3, ttft_p50=None, ttft_p99=None, slo_attainment=None, blocked_s=0.0)
+    base = cls(n=3, ttft_p99=40.0)
+    k = text.class_kpis("P2", cur, base)
+    for kpi in k[:-1]:
+        assert kpi.delta == "3 of 3 rejected" and kpi.delta_color == "orange" and kpi.arrow == "off", kpi
+    assert k[-1].label == "P2 · Not served" and k[-1].value == "3" and k[-1].delta == "+3"
+    assert "3 rejected" in k[-1].help
+    half = text.class_kpis("P2", cls(n=4, rejected=2, ttft_p99=1.0), cls(n=4, ttft_p99=40.0))
+    assert half[0].value == "1.00 s" and half[0].delta == "2 of 4 rejected"
+    late = text.class_kpis("P1", cls(unfinished=5), cls())
+    assert late[0].delta == "5 of 10 unfinished"
+    assert text.class_kpis("P2", cur, cur)[0].delta is None  # same losses as the baseline: no warning
+
+
+def test_what_happened_says_rejections_are_not_an_improvement():
+    res = simulate(load("default", {"classes.P0.caps.max_prompt_tokens": 1000}))
+    base = simulate(load("default")).summary
+    para = text.what_happened(res.summary, res.waits, res.holders, base)
+    assert "rejected (not an improvement)" in para and "were rejected by a cap" in para
 
 
 def test_what_happened_names_reasons_and_holders():
@@ -44,40 +72,46 @@ def test_request_story_follows_the_waits():
     assert sum("waits" in s for s in story) == (res.waits["request"] == rid).sum()
 
 
-def test_baseline_drops_mitigations_and_caps_only():
+def test_baseline_is_the_same_traffic_without_any_remedy():
     sc = load("default", {"mitigations.p0_token_reserve": 512, "mitigations.alert_after_s": 2.0,
                           "classes.P2.caps.max_prompt_tokens": 4096, "scheduler.policy": "priority"})
     b = baseline(sc)
     assert b.mitigations.p0_token_reserve == 0 and b.classes["P2"].caps.max_prompt_tokens is None
-    assert b.scheduler.policy == "priority" and b.mitigations.alert_after_s == 2.0
-    assert has_mitigations(sc) and not has_mitigations(b)
+    assert b.scheduler.policy == "fcfs" and b.mitigations.alert_after_s == 2.0
+    assert b.classes["P1"].arrival == sc.classes["P1"].arrival and b.seed == sc.seed
+    assert has_remedies(sc) and not has_remedies(b)
+    assert remedies(sc) == ["policy priority", "token reserve 512", "caps on P2"]
 
 
-def test_sweep_points_and_knee():
-    sc = load("default")
-    pts = sweep_points(sc, "reserve", [0, 512], [1, 2])
-    assert len(pts) == 4 and len({p[2] for p in pts}) == 4
-    fake = [{"throughput_tok_s": 1.0, "classes": {"P0": {"ttft_p99": v, "slo_attainment": 1.0}}}
-            for v in (3.0, 2.0, 0.5, 0.9)]
-    frame = sweep_frame(pts, fake)
-    assert knee(frame, "P0", 1.0, harder_when_larger=False) == 512
-    assert knee(frame, "P0", 0.1, harder_when_larger=False) is None
+@pytest.mark.parametrize("name", ["preempt", "separate-replicas", "rescue-buffer", "kv-cap", "inheritance", "aging"])
+def test_every_remedy_preset_has_a_baseline_without_its_remedy(name):
+    sc = load(name)
+    b = baseline(sc)
+    assert has_remedies(sc) and remedies(sc)
+    def physics(x):  # the key without the scenario's name, title and description
+        return x.model_copy(update={"name": "", "title": "", "description": ""}).key()
+
+    assert physics(b) == physics(load("classic-inversion"))
+
+
+def test_separate_replicas_baseline_is_one_shared_engine():
+    b = baseline(load("separate-replicas"))
+    assert b.replicas.count == 1 and b.replicas.routing == "shared" and b.replicas.pin is None
 
 
 def test_lessons_parse_in_order():
     items, broken = lessons.safe_lessons()
     assert broken == []
-    assert [l.title for l in items][0] == "Inversion appears" and len(items) == 6
-    for l in items:
-        assert 0 <= l.answer < len(l.options) and l.claims and l.reveal
+    assert [lesson.title for lesson in items][0] == "Inversion appears" and len(items) == 6
+    for lesson in items:
+        assert 0 <= lesson.answer < len(lesson.options) and lesson.claims and lesson.reveal
 
 
-@pytest.mark.parametrize("lesson", lessons.all_lessons(), ids=lambda l: l.slug)
+@pytest.mark.parametrize("lesson", lessons.all_lessons(), ids=lambda lesson: lesson.slug)
 def test_lesson_claims_hold_and_load_reproduces_its_scenario(lesson):
     results = [simulate(sc) for sc in lesson.scenarios()]
     for claim in lesson.claims:
         ok, sentence = lessons.check(claim, results)
         assert ok, f"{lesson.slug}: {sentence}"
-    raw = load_raw(lesson.scenario)
-    values = {**codec.preset_values(raw), **lesson.load_values()}
-    assert codec.scenario(raw, values).key() == lesson.scenarios()[-1].key()
+    c = codec.Codec(load_raw(lesson.scenario))
+    assert c.scenario({**c.defaults, **lesson.load_values()}).key() == lesson.scenarios()[-1].key()

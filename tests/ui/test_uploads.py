@@ -1,5 +1,8 @@
 """Uploaded scenario and trace files: limits and one-line errors, and a trace that runs."""
 
+import os
+from pathlib import Path
+
 import pytest
 
 from engine import ScenarioError, TraceError, from_dict, simulate, to_yaml
@@ -39,3 +42,151 @@ def test_trace_upload_replays_the_file():
 def test_bad_trace_upload_says_why():
     with pytest.raises(TraceError, match="unknown trace format"):
         uploads.with_trace(load_raw("default"), "t.csv", b"a,b\n1,2\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Refused at upload, with one line, leaving everything as it was (issues 12 and 15)
+
+
+import copy  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+
+import yaml  # noqa: E402
+
+HEAD = "arrived_at,num_prefill_tokens,num_decode_tokens"
+
+
+def _yaml(data: dict) -> bytes:
+    return yaml.safe_dump(data).encode()
+
+
+def _refused(result: uploads.Upload, *needles: str) -> str:
+    assert result.raw is None and result.error, result
+    assert "\n" not in result.error and len(result.error) < 700, result.error
+    for n in needles:
+        assert n in result.error, (n, result.error)
+    return result.error
+
+
+@pytest.mark.parametrize(("data", "needles"), [
+    (_yaml({"mitigations": {"p0_token_reserve": 9000}}), ("p0_token_reserve",)),
+    (_yaml({"classes": {"A": {}, "a": {"priority": 1}}}), ("letter case",)),
+    (_yaml({"classes": {"A": {"prompt": {"dist": "empirical", "path": "http://127.0.0.1:9/x.csv", "column": "x"}}}}),
+     ("classes.A.prompt.path", "cannot read files")),
+    (_yaml({"classes": {"A": {"prompt": {"dist": "empirical", "path": "/etc/passwd", "column": "x"}}}}),
+     ("classes.A.prompt.path",)),
+    (_yaml({"base": "default"}), ("base",)),
+    (_yaml({"trace": {"path": "/dev/zero"}}), ("trace",)),
+    (_yaml({"classes": {f"C{i}": {"arrival": {"rate": 0.01}} for i in range(2000)}}), ("classes", "16 allowed")),
+    (_yaml({"classes": {"P": {"arrival": {"rate": 1000}}}}), ("classes.P.arrival.rate",)),
+    (b"l0: &l0 [x, x, x, x, x, x, x, x, x]\n" + b"".join(
+        f"l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * 9)}]\n".encode() for k in range(1, 9)), ("aliases expand",)),
+    (_yaml({"name": "x` [Log in again](https://evil.example/login) `", "seed": 1.5}), ("seed",)),
+])
+def test_uploaded_scenarios_that_cannot_run_are_refused(data, needles):
+    _refused(uploads.try_scenario("up.yaml", data), *needles)
+
+
+def _trace(rows: list[str], head: str = HEAD) -> bytes:
+    return (head + "\n" + "\n".join(rows) + "\n").encode()
+
+
+@pytest.mark.parametrize(("data", "needles"), [
+    (_trace(["0,100,10,P0", "1,100,10,p1"], HEAD + ",class"), ("p1",)),
+    (_trace(["0,100,10,0", "1,100,10,7"], HEAD + ",priority"), ("priorities [7]",)),
+    (_trace(["0,1e19,10"]), ("num_prefill_tokens", "line 2")),
+    (_trace(["0,9223372036854775808,10"]), ("num_prefill_tokens",)),
+    (b'{"timestamp": 0, "input_length": 5, "output_length": 5}\n' + b"[" * 50_000 + b"]" * 50_000 + b"\n",
+     ("line 2",)),
+    (_trace([f"{i * 0.001},100,10" for i in range(uploads.MAX_TRACE_ROWS + 5)]), ("row upload limit",)),
+    (_trace([f"{i * 0.001},100,10" for i in range(60_000)]), ("requests",)),
+    (b"\x00\x01\x02garbage", ("binary",)),
+    (b"\xff\xfe" + "arrived_at".encode("utf-16-le"), ("UTF-8",)),
+])
+def test_uploaded_traces_that_cannot_run_are_refused_and_nothing_changes(tmp_path, data, needles):
+    raw = load_raw("default")
+    before = copy.deepcopy(raw)
+    state: dict = {}
+    _refused(uploads.try_trace(raw, "t.csv", data, state), *needles)
+    assert raw == before  # the caller's scenario is untouched
+    store = state.get(uploads.SESSION_KEY)
+    assert store is None or store.files() == []  # nothing written
+
+
+def test_a_good_trace_after_a_bad_one_works_and_lands_in_the_session_folder():
+    state: dict = {}
+    raw = load_raw("default")
+    _refused(uploads.try_trace(raw, "bad.csv", _trace(["0,0,1"]), state), "num_prefill_tokens")
+    good = _trace([f"{i * 0.5},{100 + i},20" for i in range(12)])
+    up = uploads.try_trace(raw, "good trace!.csv", good, state)
+    assert up.error is None, up.error
+    store = state[uploads.SESSION_KEY]
+    assert [p.name for p in store.files()] == [Path(up.raw["trace"]["path"]).name]
+    assert up.raw["name"] == "default+good_trace"
+    res = simulate(from_dict({**up.raw, "duration_s": 10.0, "warmup_s": 0.0}))
+    assert len(res.requests) == 12
+    # the same file again: the same path (same cache key), no second copy
+    again = uploads.try_trace(raw, "again.csv", good, state)
+    assert again.raw["trace"]["path"] == up.raw["trace"]["path"] and len(store.files()) == 1
+
+
+def test_session_folder_is_removed_when_the_session_state_goes():
+    state: dict = {}
+    up = uploads.try_trace(load_raw("default"), "t.csv", _trace(["0,100,10"]), state)
+    folder = state[uploads.SESSION_KEY].folder
+    assert Path(up.raw["trace"]["path"]).parent == folder and folder.is_dir()
+    del state, up
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_store_cap_drops_least_recent_first_and_refuses_rather_than_drop_recent(tmp_path):
+    store = uploads.TraceStore(tmp_path / "s", max_bytes=250)
+    a = store.put("a", ".csv", b"a" * 100)
+    os.utime(a, (1, 1))  # long ago
+    b = store.put("b", ".csv", b"b" * 100)
+    c = store.put("c", ".csv", b"c" * 100)  # over 250: the oldest (a) goes
+    assert not a.exists() and b.exists() and c.exists()
+    assert store.used_bytes() == 200
+    keep = uploads.TraceStore(tmp_path / "k", max_bytes=250, keep_s=3600)
+    keep.put("a", ".csv", b"a" * 100)
+    keep.put("b", ".csv", b"b" * 100)
+    with pytest.raises(TraceError, match="upload space is full"):
+        keep.put("c", ".csv", b"c" * 100)
+    assert keep.used_bytes() == 200
+
+
+def test_sweep_removes_folders_of_dead_processes(tmp_path, monkeypatch):
+    monkeypatch.setattr(uploads, "ROOT", tmp_path)
+    dead = tmp_path / "session-999999999-abc"
+    dead.mkdir()
+    mine = tmp_path / f"session-{os.getpid()}-abc"
+    mine.mkdir()
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    uploads._sweep_dead()
+    assert not dead.exists() and mine.exists() and other.exists()
+
+
+def test_unexpected_errors_become_a_refusal(monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("boom\nline two")
+
+    monkeypatch.setattr(uploads, "parse_trace", boom)
+    err = _refused(uploads.try_trace(load_raw("default"), "t.csv", b"x", {}), "RuntimeError")
+    assert "line two" in err
+    monkeypatch.setattr(uploads, "parse_yaml", boom)
+    _refused(uploads.try_scenario("s.yaml", b"seed: 1"), "RuntimeError")
+
+
+def test_an_unnamed_upload_is_named_after_its_file_plainly():
+    up = uploads.try_scenario("my\nscenario` [x](y).yaml", b"seed: 2\n")
+    assert up.error is None and up.raw["name"] == "my_nscenario_x_y"  # the line break was escaped first
+
+
+def test_uploaded_scenario_without_files_is_accepted_with_its_values():
+    data = _yaml({"name": "mine", "classes": {"A": {"arrival": {"rate": 2}}, "B": {"priority": 1}}})
+    up = uploads.try_scenario("mine.yaml", data)
+    assert up.error is None and from_dict(up.raw).class_names == ["A", "B"]
+    assert json.loads(from_dict(up.raw).key())["classes"]["A"]["arrival"]["rate"] == 2

@@ -1,0 +1,62 @@
+"""P99 curves: sweep one knob over a range and several seeds; curves redraw as the sidebar changes."""
+
+import streamlit as st
+
+from ui import layout, live, runs, views, viewstate
+from ui.state import current
+from ui.sweeps import KNOBS, values_for
+
+lab = current()
+sc = lab.scenario
+classes = sc.class_names
+blocks = lab.kv_blocks
+layout.header(lab, "P99 curves", "Each point is a full simulation of the sidebar's scenario with one knob changed; "
+                                 "the curves follow the sidebar")
+
+
+def range_defaults(knob: str, cls: str) -> dict:
+    lo, hi = KNOBS[knob].default_range(sc, cls, blocks)
+    return {"sw_from": lo, "sw_to": hi, "sw_pts": 9, "sw_seeds": 3}
+
+
+def on_knob() -> None:
+    """A new knob or class starts from its own default range."""
+    ss = st.session_state
+    ss.update({k: v for k, v in range_defaults(ss["sw_knob"], ss["sw_cls"]).items() if k in ("sw_from", "sw_to")})
+
+
+choice_params, choice_defaults = views.sweep_choice(classes), {"sw_knob": "reserve", "sw_cls": classes[-1]}
+viewstate.seed(choice_params, choice_defaults)
+ss = st.session_state
+range_params = views.sweep_range(ss["sw_knob"])
+defaults = range_defaults(ss["sw_knob"], ss["sw_cls"])
+viewstate.seed(range_params, defaults)
+
+with st.container(border=True):
+    c1, c2, c3, c4, c5, c6 = st.columns([3, 2, 2, 2, 1.4, 1.4])
+    knob = KNOBS[c1.selectbox("Knob", list(KNOBS), format_func=lambda k: KNOBS[k].short, key="sw_knob",
+                              on_change=on_knob, help="; ".join(f"{k.label}: {k.help}" for k in KNOBS.values()))]
+    cls = c2.selectbox("Class", classes, key="sw_cls", on_change=on_knob, disabled=not knob.per_class,
+                       help="For a class's prompt cap, running cap or rate")
+    step = 1.0 if knob.integer else 0.05
+    lo = c3.number_input(f"From ({knob.unit})", 0.0, 1e7, step=step, key="sw_from", format="%g")
+    hi = c4.number_input(f"To ({knob.unit})", 0.0, 1e7, step=step, key="sw_to", format="%g")
+    n = c5.number_input("Points", 3, 16, key="sw_pts")
+    k = c6.number_input("Seeds", 1, 5, key="sw_seeds", help="Seeds per point: the band shows min–max over them")
+viewstate.publish(choice_params + range_params, {**choice_defaults, **defaults})
+
+if lo == hi:
+    st.warning("From and To are the same: give the sweep a range.", icon=":material/straighten:")
+    st.stop()
+lo, hi = min(lo, hi), max(lo, hi)
+values = values_for(knob, lo, hi, int(n))
+seeds = tuple(sc.seed + j for j in range(int(k)))
+plan = runs.sweep_plan(sc.key(), knob.name, tuple(values), seeds, cls if knob.per_class else None)
+for v, why in list(plan.refused.items())[:3]:
+    st.caption(f"Left out {v:,.4g} {knob.unit}: {why}")
+if not plan.points:
+    st.warning("No setting in this range can run; change the range.", icon=":material/block:")
+    st.stop()
+slos = {c: (sc.classes[c].slo.ttft_s if c in sc.classes else None) for c in classes}
+label = f"{knob.label} ({knob.unit})" + (f" — {cls}" if knob.per_class else "")
+live.sweep(plan, classes, label, slos, (lo, hi), knob.unit)

@@ -1,0 +1,120 @@
+"""Layout at 1280 px (nothing cut off), honest numbers and Compare in a real browser, and share links
+that reopen the same view. Screenshots go to artifacts/screenshots/ (look at them)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import full_shot, open_app, pick, wait_idle
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+CUT_OFF = """() => {
+  const out = [];
+  for (const m of document.querySelectorAll('[data-testid=stMetric] [data-testid=stMarkdownContainer]'))
+    if (m.scrollWidth > m.clientWidth + 1) out.push('card: ' + m.textContent);
+  for (const d of document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller'))
+    if (d.scrollWidth > d.clientWidth + 1)
+      out.push('table: ' + d.closest('[data-testid=stDataFrame]').textContent.slice(0, 60));
+  for (const p of document.querySelectorAll('.js-plotly-plot'))
+    if (p.scrollWidth > p.parentElement.clientWidth + 2) out.push('chart wider than its column');
+  return out; }"""
+
+
+def cut_off(page) -> list[str]:
+    return page.evaluate(CUT_OFF)
+
+
+@pytest.mark.parametrize("path, name", [("/?policy=priority&reserve=1024&p2_cap=4096", "playground"),
+                                        ("/memory", "memory"), ("/compare", "compare"),
+                                        ("/p99?sw_pts=3&sw_seeds=1", "p99"),
+                                        ("/timeline", "timeline")])
+def test_nothing_is_cut_off_at_1280_px(page, app_url, shots, path, name):
+    open_app(page, f"{app_url}{path}")
+    if name == "p99":
+        page.wait_for_selector("[class*='st-key-sweep_'][class*='_full']", state="attached", timeout=120_000)
+        wait_idle(page)
+    for expander in page.get_by_test_id("stMain").get_by_test_id("stExpander").all():
+        expander.locator("summary").click()
+        wait_idle(page)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    assert cut_off(page) == []
+    full_shot(page, shots / f"w1280_{name}.png")
+
+
+def test_workshop_reveal_fits_at_1280_px(page, app_url, shots):
+    open_app(page, f"{app_url}/workshop?lesson=03-reserve-helps-at-a-cost")
+    page.get_by_test_id("stRadio").filter(has_text="Predict").get_by_role("radio").first.click(force=True)
+    wait_idle(page)
+    page.get_by_test_id("stMain").get_by_role("button", name="Run", exact=True).click()
+    wait_idle(page)
+    expect(page.get_by_test_id("stDataFrame")).to_have_count(1)
+    assert cut_off(page) == []
+    full_shot(page, shots / "w1280_workshop_reveal.png")
+
+
+def test_rejected_documents_show_as_rejected_not_as_a_gain(page, app_url):
+    open_app(page, f"{app_url}/?p2_cap=4096")
+    cards = page.get_by_test_id("stMetric").filter(has_text="P2 · P99 TTFT")
+    expect(cards.get_by_test_id("stMetricDelta")).to_have_text(re.compile("4 of 4 rejected"))
+    expect(page.get_by_test_id("stMetric").filter(has_text="P2 · Not served")
+           .get_by_test_id("stMetricValue")).to_have_text("4")
+
+
+@pytest.mark.parametrize("preset", ["preempt", "separate-replicas"])
+def test_remedy_presets_show_their_effect(page, app_url, preset):
+    open_app(page, f"{app_url}/?preset={preset}")
+    expect(page.get_by_text("No remedy is on")).to_have_count(0)
+    expect(page.get_by_test_id("stMetric").filter(has_text="P0 · P99 TTFT").get_by_test_id("stMetricDelta")) \
+        .to_have_count(1)
+    expect(page.get_by_text(re.compile("Deltas: against the same traffic"))).to_have_count(1)
+    expect(page.get_by_text(re.compile("The classic-inversion traffic"))).to_have_count(1)  # what to look at
+
+
+def test_compare_follows_the_sidebar_and_refuses_a_duplicate_name(page, app_url, shots):
+    open_app(page, f"{app_url}/compare")
+    pick(page, "policy", "backfill")
+    wait_idle(page)
+    expect(page.get_by_test_id("stMain").get_by_text("Policy: backfill", exact=True)).to_have_count(1)
+    name = page.locator(".st-key-c3_name input")
+    name.fill("Priority")
+    name.press("Enter")
+    wait_idle(page)
+    expect(name).to_have_value("Priority + reserve")
+    expect(page.get_by_text("already the name of another column", exact=False)).to_have_count(1)
+    full_shot(page, shots / "compare_duplicate.png")
+
+
+def share_link(page) -> str:
+    page.get_by_test_id("stSidebar").get_by_role("button", name="Share").click()
+    code = page.get_by_test_id("stCode").filter(has_text="://")
+    expect(code).to_have_count(1)
+    return code.inner_text().strip()
+
+
+@pytest.mark.parametrize("path, key, check", [
+    ("/p99?sw_knob=cap&sw_pts=4&sw_seeds=1&policy=priority", "sw_knob", ".st-key-sw_knob"),
+    ("/compare?cmp_n=2&c2_name=Buffer&c2_res=2048", "c2_name", ".st-key-c2_name"),
+    ("/workshop?lesson=04-kv-caps", "lesson", ".st-key-lesson"),
+    ("/timeline?preset=classic-inversion&tl_show=all&tl_from=10&tl_to=40&tl_req=48", "tl_req", ".st-key-tl_req"),
+])
+def test_a_share_link_reopens_the_same_view(browser, app_url, path, key, check):
+    first = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        open_app(first, f"{app_url}{path}")
+        link = share_link(first)
+        assert f"{key}=" in link and link.split("?")[0].endswith(path.split("?")[0])
+        before = first.locator(check).inner_text()
+    finally:
+        first.close()
+    second = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        open_app(second, link)
+        expect(second.get_by_test_id("stException")).to_have_count(0)
+        expect(second.get_by_text("from the link", exact=False)).to_have_count(0)
+        assert second.locator(check).inner_text() == before
+        expect(second).to_have_url(re.compile(re.escape(key) + "="))
+    finally:
+        second.close()

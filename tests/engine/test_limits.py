@@ -1,0 +1,229 @@
+"""The work estimate and its caps (engine.limits), and the checks before a run (engine.preflight).
+
+Hand-worked cases use a fixed step time and constant lengths, so the fluid model's numbers can be
+computed on paper; the engine's own step count is checked next to them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine import ScenarioError, from_dict, load, simulate
+from engine.limits import BATCH, INTERACTIVE, WorkLimitError, WorkLimits, check_work, estimate_work
+from engine.preflight import preflight
+from engine.workload import expected_requests
+
+NO_CAP = WorkLimits(None, None, None, None)
+
+
+def fixed(classes: dict, **over) -> dict:
+    data = {"duration_s": 10, "drain_limit_s": 100, "kv": {"num_blocks": 100_000, "block_size": 16},
+            "cost": {"model": "fixed", "step_time_s": 0.01},
+            "scheduler": {"max_num_batched_tokens": 1000, "max_num_seqs": 256}, "classes": classes}
+    for k, v in over.items():
+        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
+    return data
+
+
+def const(prompt: int, output: int, times: list[float] | None = None, rate: float = 1.0, **cls) -> dict:
+    arrival = {"process": "times", "times": times} if times is not None else {"rate": rate}
+    return {"arrival": arrival, "prompt": {"value": prompt}, "output": {"value": output}, **cls}
+
+
+def test_one_request_alone_hand_worked():
+    # one request, prompt 100 (one chunk of a 1000 budget) + 50 output tokens: alone it takes
+    # ceil(100/1000) + 50 = 51 steps in the model; the engine needs 50 (the prefill step yields
+    # the first token, then 49 decodes)
+    sc = from_dict(fixed({"A": const(100, 50, times=[0.0])}))
+    w = estimate_work(sc)
+    assert w.requests == 1 and w.classes == 1
+    assert w.steps == 51
+    assert simulate(sc).summary["steps"] == 50
+
+
+def test_overloaded_fluid_model_hand_worked():
+    # 2000 requests at 200/s for 10 s; each is 100 prompt + 1 output token and the budget is 100,
+    # so a step serves 100/101 requests: μ = 99.0099 req/s at 0.01 s per step. The backlog peaks
+    # at (200 − μ)·10 = 1009.9 and drains in 1009.9/μ = 10.2 s: (10 + 10.2)/0.01 = 2020 steps.
+    # The engine really serves one request per step: 2000 steps.
+    times = [i / 200 for i in range(2000)]
+    sc = from_dict(fixed({"A": const(100, 1, times=times)}, scheduler={"max_num_batched_tokens": 100}))
+    w = estimate_work(sc)
+    mu = 100 / 101 / 0.01
+    peak = (200 - mu) * 10
+    assert w.steps == pytest.approx((10 + peak / mu) / 0.01, rel=1e-9)
+    assert w.steps == pytest.approx(2020, abs=1)
+    queue_steps = (10 / 0.01) * peak / 2 + (peak / mu / 0.01) * peak / 2
+    assert w.parts["queue_steps"] == pytest.approx(queue_steps, rel=1e-9)
+    assert simulate(sc).summary["steps"] == 2000
+
+
+def test_the_drain_limit_cuts_the_overload():
+    times = [i / 200 for i in range(2000)]
+    sc = from_dict(fixed({"A": const(100, 1, times=times)}, scheduler={"max_num_batched_tokens": 100},
+                         drain_limit_s=2))
+    assert estimate_work(sc).steps == pytest.approx((10 + 2) / 0.01)
+
+
+def test_split_prompts_count_their_pieces_and_rejected_ones_nothing():
+    times = [0.5 * i for i in range(10)]
+    split = {"caps": {"max_prompt_tokens": 300, "over_cap": "split"}}
+    reject = {"caps": {"max_prompt_tokens": 300, "over_cap": "reject"}}
+    w = estimate_work(from_dict(fixed({"A": const(1000, 10, times=times, **split)})))
+    assert w.requests == 40  # ceil(1000 / 300) = 4 pieces each
+    assert w.key_requests == "classes.A.caps.max_prompt_tokens"
+    w = estimate_work(from_dict(fixed({"A": const(1000, 10, times=times, **reject), "B": const(10, 10, times=[1])})))
+    assert w.requests == 1
+
+
+def test_expected_requests_counts_trace_rows_in_the_window_and_limit(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,5\n1,10,5\n2,10,5\n3,10,5\n20,10,5\n")
+    base = fixed({"A": const(10, 5, rate=2.0)}, trace={"path": str(p)})
+    assert expected_requests(from_dict(base)) == 2.0 * 10 + 4  # the row at 20 s is after duration_s
+    limited = {**base, "trace": {"path": str(p), "limit": 3}}
+    assert expected_requests(from_dict(limited)) == 20 + 3
+    w = estimate_work(from_dict({**limited, "classes": {"A": const(10, 5, rate=0.1)}}))
+    assert w.requests == pytest.approx(1 + 3) and w.key_requests == "trace.limit"
+
+
+def test_replicas_share_the_steps():
+    times = [i / 200 for i in range(2000)]
+    one = estimate_work(from_dict(fixed({"A": const(100, 1, times=times)}, scheduler={"max_num_batched_tokens": 100})))
+    two = estimate_work(from_dict(fixed({"A": const(100, 1, times=times)}, scheduler={"max_num_batched_tokens": 100},
+                                        replicas={"count": 2})))
+    # each replica gets 100/s, just over its μ = 99.01/s: a small backlog, (10 + 0.1)/0.01 steps each
+    assert two.steps == pytest.approx(2 * (10 + (100 - 99.0099) * 10 / 99.0099) / 0.01, rel=1e-4)
+    assert two.steps == pytest.approx(one.steps)  # the same steps, spread over two engines
+    assert two.queue < one.queue / 50  # but hardly any backlog
+
+
+@pytest.mark.parametrize(("name", "over"), [("default", {}), ("classic-inversion", {}),
+                                             ("default", {"classes.P1.arrival.rate": 30}),
+                                             ("default", {"scheduler.policy": "backfill"})])
+def test_step_estimate_is_within_a_factor_of_the_engine(name, over):
+    """Deterministic counts, not times: the estimate's steps against the engine's (README: ratios)."""
+    sc = load(name, over)
+    ratio = estimate_work(sc).steps / simulate(sc).summary["steps"]
+    assert 0.5 < ratio < 2.0, ratio
+
+
+def test_caps_name_the_key():
+    sc = load("default", {"classes.P1.arrival.rate": 5000})
+    with pytest.raises(WorkLimitError,
+                       match=r"^classes\.P1\.arrival\.rate: the scenario implies about 450,\d{3} requests"):
+        check_work(sc, INTERACTIVE)
+    with pytest.raises(WorkLimitError, match=r"^classes\.P1\.arrival\.rate: .* engine steps.*\(limit 30 s\)"):
+        check_work(sc, BATCH)
+    many = {f"C{i}": {"arrival": {"rate": 0.01}} for i in range(20)}
+    with pytest.raises(WorkLimitError, match=r"^classes: 20 classes is more than the 16 allowed here"):
+        check_work(from_dict({"classes": many}), INTERACTIVE)
+    tiny = load("default", {"cost.model": "fixed", "cost.step_time_s": 1e-9, "drain_limit_s": 1e7})
+    w = check_work(tiny, BATCH)  # tiny steps alone do not make work: requests do
+    assert w.seconds < 1
+    assert check_work(load("stress-100k"), BATCH).requests == pytest.approx(100_080, rel=0.01)
+
+
+def test_many_classes_cost_memory():
+    many = {f"C{i}": {"arrival": {"rate": 0.5}, "output": {"value": 1000}} for i in range(400)}
+    sc = from_dict({"duration_s": 3600, "classes": many})
+    w = estimate_work(sc)
+    assert w.classes == 400 and w.memory_mib > BATCH.memory_mib
+    with pytest.raises(WorkLimitError, match=r"^classes"):
+        check_work(sc, WorkLimits(None, None, None, BATCH.memory_mib))
+
+
+def test_estimate_is_cheap_and_finite_for_absurd_but_valid_values():
+    for over in ({"classes.P1.arrival.rate": 100_000, "duration_s": 1e6, "drain_limit_s": 1e7},
+                 {"classes.P1.prompt.median": 10_000_000, "classes.P1.prompt.p90": 10_000_000,
+                  "classes.P1.prompt.max": 10_000_000},
+                 {"classes.P1.caps.max_prompt_tokens": 1, "classes.P1.caps.over_cap": "split"},
+                 {"kv.num_blocks": 2, "kv.block_size": 1}, {"scheduler.max_num_batched_tokens": 1},
+                 {"classes.P0.arrival.process": "gamma", "classes.P0.arrival.cv": 100}):
+        w = estimate_work(load("default", over))
+        for v in (w.requests, w.steps, w.queue, w.seconds, w.memory_mib):
+            assert math.isfinite(v) and v >= 0, (over, w)
+
+
+# ---------------------------------------------------------------------------------------------
+# preflight: what validates but cannot run
+
+
+@pytest.mark.parametrize(("over", "needle"), [
+    ({"mitigations.p0_token_reserve": 8192}, "mitigations.p0_token_reserve"),
+    ({"mitigations.p0_kv_reserve": 10_000_000}, "mitigations.p0_kv_reserve"),
+    ({"model.name": "Llama-3-70B"}, "no memory for KV"),
+    ({"classes.P0.prompt": {"dist": "empirical", "path": "absent.csv", "column": "x"}}, "classes.P0.prompt"),
+])
+def test_preflight_refuses_what_cannot_run(over, needle):
+    sc = load("default", over)
+    with pytest.raises(ScenarioError, match=needle):
+        preflight(sc)
+
+
+def test_preflight_refuses_unmatched_trace_classes_and_priorities(tmp_path):
+    p = tmp_path / "t.csv"
+    base = fixed({"P0": {"priority": 0, "arrival": {"rate": 0}}, "P1": {"priority": 1, "arrival": {"rate": 0}}})
+    p.write_text("arrived_at,num_prefill_tokens,num_decode_tokens,class\n0,10,5,P0\n1,10,5,p1\n")
+    with pytest.raises(ScenarioError, match="'p1'"):
+        preflight(from_dict({**base, "trace": {"path": str(p), "assign": {"by": "column"}}}))
+    p.write_text("arrived_at,num_prefill_tokens,num_decode_tokens,priority\n0,10,5,0\n1,10,5,7\n")
+    with pytest.raises(ScenarioError, match=r"priorities \[7\]"):
+        preflight(from_dict({**base, "trace": {"path": str(p), "assign": {"by": "column"}}}))
+    p.write_text("arrived_at,num_prefill_tokens,num_decode_tokens,priority\n0,10,5,0\n1,10,5,1\n")
+    assert preflight(from_dict({**base, "trace": {"path": str(p), "assign": {"by": "column"}}})).requests == 2
+
+
+def test_preflight_passes_every_shipped_scenario():
+    from engine.scenario import scenario_names
+
+    for name in scenario_names():
+        assert preflight(load(name), BATCH).seconds < BATCH.seconds
+    assert NO_CAP.describe() == "no cap"
+
+
+def test_requests_the_engine_rejects_at_arrival_cost_no_steps():
+    times = [0.1 * i for i in range(20)]
+    off = from_dict(fixed({"A": const(2000, 10, times=times)}, scheduler={"chunked_prefill": False}))
+    assert estimate_work(off).requests == 0  # 2000 > the 1000 budget with chunked prefill off
+    assert (simulate(off).requests["status"] == "rejected").all()
+    huge = from_dict(fixed({"A": const(900, 200, times=times)}, kv={"num_blocks": 64, "block_size": 16}))
+    assert estimate_work(huge).requests == 0  # 1100 tokens never fit 64 × 16 = 1024
+
+
+def test_aging_under_a_priority_order_costs_per_waiting_request():
+    from engine import limits
+
+    over = {"scheduler.max_num_batched_tokens": 16, "scheduler.policy": "priority"}
+    plain = estimate_work(load("classic-inversion", over))
+    aged = estimate_work(load("classic-inversion", {**over, "mitigations.aging_s": 10}))
+    assert aged.parts["queue_steps"] == plain.parts["queue_steps"] > 0
+    assert aged.seconds - plain.seconds == pytest.approx(limits.SEC_PER_QUEUE_STEP_AGING * plain.parts["queue_steps"])
+    fcfs = estimate_work(load("classic-inversion", {**over, "scheduler.policy": "fcfs", "mitigations.aging_s": 10}))
+    assert fcfs.seconds == pytest.approx(plain.seconds)  # FCFS has no priority order to age
+
+
+@pytest.mark.parametrize(("over", "key", "advice"), [
+    ({"scheduler.long_prefill_token_threshold": 1, "drain_limit_s": 100_000},
+     "scheduler.long_prefill_token_threshold", "raise it"),
+    ({"scheduler.max_num_batched_tokens": 1, "drain_limit_s": 1000}, "scheduler.max_num_batched_tokens", "raise it"),
+    ({"classes.P1.caps.max_prompt_tokens": 1, "classes.P1.caps.over_cap": "split"},
+     "classes.P1.caps.max_prompt_tokens", "over_cap: reject"),
+])
+def test_the_key_named_is_the_one_that_drives_the_work(over, key, advice):
+    sc = load("classic-inversion", over)
+    with pytest.raises(WorkLimitError) as info:
+        check_work(sc, WorkLimits(None, None, 1.0, None))
+    msg = str(info.value)
+    assert msg.startswith(key + ":") and advice in msg, msg
+
+
+def test_a_run_bounded_only_by_the_drain_limit_names_it():
+    # one request with 10M output tokens at 0.01 s per step: only the drain limit ends it
+    sc = from_dict(fixed({"A": const(100, 10_000_000, times=[0.0])}))
+    w = estimate_work(sc)
+    assert w.steps == pytest.approx((10 + 100) / 0.01) and w.key_steps == "drain_limit_s"
+    with pytest.raises(WorkLimitError, match=r"^drain_limit_s: .*; lower it$"):
+        check_work(sc, WorkLimits(None, None, 0.06, None))

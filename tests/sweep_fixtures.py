@@ -1,0 +1,78 @@
+"""Shared pieces of the sweep tests (engine, ui, app): small specs, a backend that runs tasks in
+this process, a small plan output."""
+
+from __future__ import annotations
+
+from engine.sweep_exec import run_batch
+
+SHORT = {"duration_s": 8, "warmup_s": 1}  # the default scenario, 8 s of arrivals: ~10 ms a run
+
+
+def spec_data(grid=None, sample=None, seeds=2, **extra) -> dict:
+    data = {"name": "t", "base": "default", "set": dict(SHORT), "seeds": seeds}
+    if grid is not None:
+        data["grid"] = grid
+    if sample is not None:
+        data["sample"] = sample
+    data.update(extra)
+    return data
+
+
+class InlineBackend:
+    """Runs each task here, in order, and records the keys it was given (what actually ran)."""
+
+    name = "inline"
+
+    def __init__(self, workers: int = 1, interrupt_after: int | None = None):
+        self.workers = workers
+        self.keys: list[str] = []
+        self.interrupt_after = interrupt_after
+        self.aborted = self.closed = False
+
+    def imap(self, batches, task=run_batch):
+        for i, keys in enumerate(batches):
+            if self.interrupt_after is not None and i >= self.interrupt_after:
+                raise KeyboardInterrupt  # as if Ctrl-C arrived while this batch ran
+            self.keys.extend(keys)
+            yield i, task(keys)
+
+    def abort(self):
+        self.aborted = True
+
+    def close(self):
+        self.closed = True
+
+
+def comparable(table):
+    """A table without its one non-deterministic column (wall time)."""
+    return table.drop(columns=["wall_time_s"]).reset_index(drop=True)
+
+
+TINY_PLAN_BASE = {
+    "name": "tiny-plan", "duration_s": 20, "cost": {"model": "fixed", "step_time_s": 0.02},
+    "kv": {"num_blocks": 400, "block_size": 16},
+    "scheduler": {"max_num_batched_tokens": 1024, "max_num_seqs": 16},
+    "classes": {
+        "hi": {"priority": 0, "arrival": {"rate": 4}, "prompt": {"value": 256}, "output": {"value": 32},
+               "slo": {"ttft_s": 1.0}},
+        "lo": {"priority": 1, "arrival": {"rate": 8}, "prompt": {"dist": "uniform", "low": 500, "high": 3000},
+               "output": {"value": 64}},
+    },
+}
+
+
+def tiny_plan_output(out):
+    """A small plan output directory (FCFS vs priority, replicas 1..8, two seeds) at `out`."""
+    import yaml
+
+    from engine.plan import run_plan
+    from engine.sweep import load_spec
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    base = out.parent / "tiny-plan-base.yaml"
+    base.write_text(yaml.safe_dump(TINY_PLAN_BASE))
+    spec = out.parent / "tiny-plan.yaml"
+    spec.write_text(yaml.safe_dump({"base": base.name, "seeds": [0, 1], "plan": {"replicas": [1, 8]},
+                                    "grid": {"scheduler.policy": ["fcfs", "priority"]}}))
+    run_plan(load_spec(spec), out, InlineBackend(), progress=False)
+    return out

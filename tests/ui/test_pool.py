@@ -1,0 +1,148 @@
+"""The shared run pool: newest wishes first, stale points never started, results shared, failures kept;
+and the worker processes behind it."""
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+
+from engine import from_dict
+from ui.pool import RunPool
+from ui.worker import WorkerExecutor, WorkerFailed
+
+
+class Gate:
+    """A fake executor: records the order of submissions; each run waits until released."""
+
+    def __init__(self, fail=(), breaks=()):
+        self.order, self.fail, self.breaks = [], set(fail), set(breaks)
+        self.release = threading.Semaphore(0)
+        self.pool = ThreadPoolExecutor(4)
+        self.made = 0
+
+    def factory(self):
+        self.made += 1
+        return self
+
+    def submit(self, key):
+        self.order.append(key)
+
+        def run():
+            self.release.acquire()
+            if key in self.breaks:
+                raise BrokenProcessPool("worker died")
+            if key in self.fail:
+                raise ValueError(f"cannot run {key}")
+            return {"key": key}
+        return self.pool.submit(run)
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
+
+
+def wait_until(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_at_most_workers_in_flight_and_stale_wishes_never_start():
+    gate = Gate()
+    pool = RunPool(gate.factory, workers=2)
+    try:
+        pool.want("a", ["a1", "a2", "a3", "a4"])
+        wait_until(lambda: len(gate.order) == 2)
+        time.sleep(0.05)
+        assert gate.order == ["a1", "a2"]  # two in flight, the rest wait
+        pool.want("a", ["b1", "b2"])  # a newer change: a3, a4 are abandoned
+        gate.release.release()
+        gate.release.release()
+        wait_until(lambda: len(gate.order) == 4)
+        assert gate.order == ["a1", "a2", "b1", "b2"]
+        for _ in range(2):
+            gate.release.release()
+        wait_until(lambda: pool.missing(["b1", "b2"]) == 0)
+        done, failed = pool.results("a", ["a1", "a2", "b1", "b2", "a3"])
+        assert set(done) == {"a1", "a2", "b1", "b2"} and not failed  # in-flight work is kept, not lost
+    finally:
+        pool.close()
+
+
+def test_the_newest_viewer_goes_first_and_results_are_shared():
+    gate = Gate()
+    pool = RunPool(gate.factory, workers=1)
+    try:
+        pool.want("old", ["o1", "o2"])
+        wait_until(lambda: gate.order == ["o1"])
+        time.sleep(0.01)
+        pool.want("new", ["n1", "o1"])
+        gate.release.release()
+        wait_until(lambda: len(gate.order) == 2)
+        assert gate.order == ["o1", "n1"]  # the newer viewer's first missing key, then the older's
+        for _ in range(2):
+            gate.release.release()
+        wait_until(lambda: pool.missing(["o1", "o2", "n1"]) == 0)
+        pool.want("third", ["o1", "n1"])  # all known: nothing new runs
+        time.sleep(0.05)
+        assert len(gate.order) == 3
+        done, _ = pool.results("third", ["o1", "n1"])
+        assert done == {"o1": {"key": "o1"}, "n1": {"key": "n1"}}
+    finally:
+        pool.close()
+
+
+def test_failures_are_remembered_not_retried_and_a_broken_worker_is_replaced():
+    gate = Gate(fail={"bad"}, breaks={"crash"})
+    pool = RunPool(gate.factory, workers=1)
+    try:
+        pool.want("v", ["bad", "crash", "ok"])
+        for _ in range(4):
+            gate.release.release()
+        wait_until(lambda: pool.missing(["bad", "crash", "ok"]) == 0)
+        done, failed = pool.results("v", ["bad", "crash", "ok"])
+        assert set(done) == {"ok"} and failed["bad"] == "cannot run bad"
+        assert "stopped" in failed["crash"] and gate.order.count("crash") == 2 and gate.order.count("bad") == 1
+        assert gate.made >= 2  # a fresh executor after the crash
+    finally:
+        pool.close()
+
+
+def test_quiet_viewers_are_dropped():
+    now = [0.0]
+    gate = Gate()
+    pool = RunPool(gate.factory, workers=1, quiet_s=10.0, clock=lambda: now[0])
+    try:
+        pool.want("gone", ["g1", "g2"])
+        wait_until(lambda: gate.order == ["g1"])
+        now[0] = 60.0
+        gate.release.release()
+        wait_until(lambda: pool.missing(["g1"]) == 0)
+        time.sleep(0.05)
+        assert gate.order == ["g1"]  # g2 was for a viewer who left
+    finally:
+        pool.close()
+
+
+TINY = {"name": "tiny", "seed": 1, "duration_s": 3, "cost": {"model": "fixed", "step_time_s": 0.01},
+        "kv": {"num_blocks": 64}, "classes": {"a": {"arrival": {"rate": 2}}}}
+
+
+def test_worker_processes_run_keys_report_errors_and_restart():
+    ex = WorkerExecutor(1)
+    try:
+        good = ex.submit(from_dict(TINY).key()).result(timeout=60)
+        assert good["scenario"] == "tiny" and good["classes"]["a"]["n"] > 0
+        with pytest.raises(WorkerFailed, match="ScenarioError|mapping|Expecting"):
+            ex.submit('"not a scenario"').result(timeout=60)
+        child = ex._children[0]
+        child.proc.kill()
+        child.proc.wait()
+        with pytest.raises(BrokenProcessPool):
+            ex.submit(from_dict(TINY).key()).result(timeout=60)
+        again: Future = ex.submit(from_dict(TINY).key())
+        assert again.result(timeout=60) == good | {"wall_time_s": again.result()["wall_time_s"]}
+    finally:
+        ex.shutdown()

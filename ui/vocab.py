@@ -1,0 +1,50 @@
+"""How the app shows each wait reason: one row per `engine.reasons.Reason`, nowhere else.
+
+The engine's `EXPLAIN` (the long sentence) stays the source of meaning; this table adds what only
+the UI needs — a colour for the timeline and a short phrase for running text — keyed by the same
+enum, so a new reason cannot be shown half-described (a test checks every reason has every entry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.reasons import EXPLAIN, Reason
+
+
+@dataclass(frozen=True)
+class ReasonLook:
+    color: str
+    short: str  # fits in a sentence: "Top reasons: <short> (3.1 s)"
+    explain: str  # the engine's full sentence
+
+
+# Warm and neutral hues only: the classes own red, blue and purple (ui.figures.CLASS_COLORS),
+# so a waiting bar never reads as a class.
+_COLORS_AND_PHRASES: dict[Reason, tuple[str, str]] = {
+    Reason.NONE: ("#adb5bd", "no recorded reason"),
+    Reason.KV_SHORT: ("#e8590c", "not enough free KV blocks"),
+    Reason.TOKEN_BUDGET: ("#94d82d", "the step's token budget was used up"),
+    Reason.MAX_SEQS: ("#20c997", "too many requests already running"),
+    Reason.HEAD_OF_LINE: ("#fab005", "queued behind a request that does not fit"),
+    Reason.RESERVE: ("#868e96", "what was left was reserved"),
+    Reason.CLASS_CAP: ("#66d9e8", "its class was at a cap"),
+    Reason.PREEMPTED: ("#8d5524", "evicted and waiting to come back"),
+}
+
+REASONS: dict[Reason, ReasonLook] = {
+    r: ReasonLook(color, short, EXPLAIN.get(r, short)) for r, (color, short) in _COLORS_AND_PHRASES.items()
+}
+
+
+def look(label: str) -> ReasonLook:
+    """The entry for a reason label as it appears in the frames (`kv_short`); unknown → NONE's."""
+    try:
+        return REASONS[Reason[str(label).upper()]]
+    except KeyError:
+        return REASONS[Reason.NONE]
+
+
+def shown() -> list[Reason]:
+    """Reasons a wait segment can carry (NONE never appears in `waits`)."""
+    return [r for r in Reason if r is not Reason.NONE]
