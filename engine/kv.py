@@ -143,8 +143,12 @@ class KVPool:
         evicted to give them)."""
         if not n:
             return
-        if self.cache is not None:
-            self.cache.take(n, self.capacity - self.used)
+        cache = self.cache
+        if cache is not None:
+            if cache.q:
+                cache.take(n, self.capacity - self.used)
+            elif (evict := n - (self.capacity - self.used - cache.n_cached)) > 0:
+                cache.n_cached -= evict  # only nameless cached blocks: evicting them forgets nothing
         self.used_cls[c] += n
         self.used += n
         if not self._top[c]:

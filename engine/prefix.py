@@ -218,7 +218,10 @@ class PrefixCache:
         pool = self.pool
         if not keep and i not in self.held:  # nothing shareable, nobody will look for it: a count
             pool.count(c, -blocks)
-            self._nameless(hashed // self.bs)
+            if self.q:
+                self._nameless(hashed // self.bs)
+            else:
+                self.n_cached += hashed // self.bs
             return
         self.register(i, c, hashed)
         self.hashing.discard(i)

@@ -38,6 +38,7 @@ from .step import Step
 from .steplog import StepLog
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
+WAKE = object()  # a wait until the router hands over an arrival
 _KV_SHORT, _RESERVE = int(Reason.KV_SHORT), int(Reason.RESERVE)
 _TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
 _DEFERRED = [int(r) - 1 for r, word in VLLM_REASON.items() if word == "deferred"]  # vLLM's two words
@@ -45,7 +46,7 @@ _NO_REASONS = [0] * (len(Reason) - 1)
 
 
 class Replica:
-    def __init__(self, index: int, env: simpy.Environment, rs: Requests, sched: Scheduler,
+    def __init__(self, index: int, env: simpy.Environment | None, rs: Requests, sched: Scheduler,
                  cost: StepCost, log: WaitLog, steps: StepLog, on_finish, *, until: float, skip: bool = True):
         self.index, self.env, self.rs, self.sched = index, env, rs, sched
         self.pool: KVPool = sched.pool
@@ -57,6 +58,7 @@ class Replica:
         self.clock = Clock(cost.fixed_s)
         self.grid = cost.fixed_s  # a fixed step: time is grid ticks (`tick`), now = tick × grid
         self.tick = 0
+        self.sim = 0  # SimPy's clock as it would read (ticks on a grid): the sum of the waits yielded
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
@@ -80,32 +82,52 @@ class Replica:
                 self.log.enter(i, float(self.rs.arrival[i]))
         self.pending.clear()
 
+    def process(self, feed):
+        """The replica as a SimPy process (several replicas share SimPy's clock with the router)."""
+        env = self.env
+        for wait in self.run(feed):
+            if wait is WAKE:
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                self.sim = env.now
+            else:
+                yield env.timeout(wait)
+
+    def drive(self, feed, until: float) -> None:
+        """The replica alone: no other process shares its clock, so SimPy would only add its own
+        bookkeeping; run it directly, stopping before a wait that reaches `until` (SimPy's rule)."""
+        for wait in self.run(feed):
+            if wait is WAKE or self.sim >= until:
+                return
+
     def run(self, feed):
-        """SimPy process: `feed(now)` hands over the arrivals due by now; `feed.next_t` is when
-        the next one is due."""
-        env, sched = self.env, self.sched
-        self.now, self.tick = env.now, env.now
+        """The step loop, a generator of waits (seconds, or ticks on a grid; WAKE: until the router
+        hands over an arrival): `feed(now)` hands over the arrivals due by now; `feed.next_t` is
+        when the next one is due."""
+        sched = self.sched
+        self.now = self.tick = self.sim = 0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
         while True:
             if feed.strict and self.grid is not None:
-                yield env.timeout(0)  # let arrivals routed at this very grid point reach us first
+                yield 0  # let arrivals routed at this very grid point reach us first
             if feed.next_t <= self.now:
                 for i in feed(self.now):
                     self.submit(i)
             if self.pending:
                 self._enter_pending()
                 last = None
-            if not sched.running and not sched.queue:
+            if not sched.running.ids and not sched.queue.order:
                 yield from self._sleep(feed)
                 continue
             if self.skip and sched.running.done and (done := sched.outputs_first()):
                 for i in done:  # async: the last step's outputs, when taking them in first changes nothing
                     self.on_finish(i, self.now)
-                if not sched.running:
+                if not sched.running.ids:
                     continue  # as after the empty call it saves: what arrived meanwhile enters now
             if self.skip and (quiet := self._quiet_steps(last, feed)) is not None:
                 finished = yield from self._run_quiet(*quiet)
-                if finished or not sched.queue:
+                if finished or not sched.queue.order:
                     last = None  # (else the waiting requests stand as in `last`: see `_quiet_steps`)
                 continue
             if (begun := self._begin(last)) is None:
@@ -114,11 +136,13 @@ class Replica:
             step, row, dt, ticks = begun
             now = self.now
             if ticks:
-                yield env.timeout(ticks)
+                self.sim += ticks
+                yield ticks
                 self.tick += ticks
                 self.now = self.tick * self.grid
             else:
-                yield env.timeout(dt)
+                self.sim += dt
+                yield dt
                 self.now = now + dt
             last = self._end(step, row, now, dt)
 
@@ -155,30 +179,24 @@ class Replica:
         self._last_row = row
         return step if step.uniform and not finished and not step.finished else None
 
-    def _wait(self, dt: float, ticks: int):
-        """Let time pass: `ticks` grid steps on a fixed step (SimPy counts ticks there), else dt."""
-        if ticks:
-            yield self.env.timeout(ticks)
-            self.tick += ticks
-            self.now = self.tick * self.grid
-        else:
-            yield self.env.timeout(dt)
-            self.now = self.now + dt
-
     def _sleep(self, feed):
         """Nothing to do: sleep until the feed's next arrival, or until the router wakes us."""
-        env = self.env
         if not feed.strict and feed.next_t < math.inf:
             if self.grid is None:
-                yield from self._wait(max(feed.next_t - self.now, 0.0), 0)
+                delay = max(feed.next_t - self.now, 0.0)
+                self.sim += delay
+                yield delay
+                self.now = self.now + delay
             else:  # feed times are grid points
-                yield from self._wait(0.0, round(feed.next_t / self.grid) - self.tick)
+                ticks = round(feed.next_t / self.grid) - self.tick
+                self.sim += ticks
+                yield ticks
+                self.tick += ticks
+                self.now = self.tick * self.grid
         else:
-            self._wake = env.event()
-            yield self._wake
-            self._wake = None
-            self.tick = env.now  # grid: routed arrivals come on grid ticks
-            self.now = env.now if self.grid is None else self.tick * self.grid
+            yield WAKE  # (`process` sets `sim` to SimPy's clock: on a grid, routed arrivals come on ticks)
+            self.tick = self.sim
+            self.now = self.sim if self.grid is None else self.tick * self.grid
 
     def _row(self, step: Step) -> list[int]:
         """The step's integer columns of the step log (see `StepLog`)."""
@@ -200,12 +218,15 @@ class Replica:
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
         if self.grid is not None:
-            yield self.env.timeout(m)
+            self.sim += m
+            yield m
             self.tick += m
             self.now = self.tick * self.grid
         else:
             t_end = starts[-1] + dts[-1]
-            yield self.env.timeout(max(t_end - self.env.now, 0.0))
+            wait = max(t_end - self.sim, 0.0)
+            self.sim += wait
+            yield wait
             self.now = t_end
         t_end = self.now
         self.k += m
@@ -226,10 +247,10 @@ class Replica:
         ends before an arrival, an alert or the time limit, with the first finish, and before KV
         would run out or a waiting request's reason would change."""
         sched, run, lim = self.sched, self.sched.running, self.sched.lim
-        n = len(run)
+        n = len(run.ids)
         if run.done:
             return None  # async: a finished request leaves at the end of the next call
-        if sched.queue:
+        if sched.queue.order:
             if last is None or lim.aging_s > 0 and sched.policy.by_priority or lim.inheritance:
                 return None  # unknown outcome / keys that drift with waiting time / holders reordered
             if sched.cache is not None and (sched.cache.any_prefix or sched.cache.segs) and (

@@ -106,7 +106,8 @@ class Scheduler:
         """One step. `unchanged`: a step whose waiting requests, the caller has proved, stand
         exactly as they would in this call if it preempts nobody (their walk is skipped)."""
         lim = self.lim
-        if lim.aging_s > 0 and self.policy.by_priority and self.queue:
+        queued = self.queue.order
+        if lim.aging_s > 0 and self.policy.by_priority and queued:
             self.queue.rekey(lambda i: mitigations.aged_key(self, i, now))
         if mitigations.boosting(self):
             mitigations.boost_holders(self)
@@ -117,13 +118,13 @@ class Scheduler:
         cause = self._schedule_running(budget, now)
         if self.cache is not None and self.cache.hashing:
             self._hash_running(granted=True)
-        if step.preempted and self.queue:  # vLLM: no admission in a step that preempted
+        if step.preempted and queued:  # vLLM: no admission in a step that preempted
             self._all_wait(cause)
-        elif self.queue and unchanged is not None:
+        elif queued and unchanged is not None:
             step.waiting, step.reasons, step.need, step.room = (unchanged.waiting, unchanged.reasons.copy(),
                                                                 unchanged.need, unchanged.room)
             step.blocker = unchanged.blocker
-        elif self.queue:
+        elif queued:
             self._schedule_waiting(budget, now)
         if self._outputs is not None:  # async: the last step's outputs arrive now
             if self._outputs[1]:
@@ -144,7 +145,7 @@ class Scheduler:
         more than one request runs or waits at the start of the call; the adaptive variant
         floors the cap at budget // that count (0 = no cap)."""
         lim = self.lim
-        n = len(self.running) + len(self.queue)
+        n = len(self.running.ids) + len(self.queue.order)
         if not lim.threshold or n <= 1:
             return 0
         return max(lim.threshold, lim.budget // n) if lim.threshold_adaptive else lim.threshold
@@ -152,7 +153,7 @@ class Scheduler:
     # -- the running pass ---------------------------------------------------------------------
     def _schedule_running(self, budget: Budget, now: float) -> Reason:
         run, pool = self.running, self.pool
-        if not run:
+        if not run.ids:
             self._step.plan = run.propose(budget, self._cap)  # empty: admissions ride on it
             return Reason.NONE
         if self.shortcuts:
@@ -423,25 +424,25 @@ class Scheduler:
         one decode token (so the finished ones' zero tokens and their place in the "alone"
         count decide nothing). Then the replica can run the steps that follow as one. Returns
         who finished."""
-        if not (self._outputs and self._outputs[1]) or self.queue:
+        if not (self._outputs and self._outputs[1]) or self.queue.order:
             return []
         run = self.running
-        if run.n_dec != len(run) or not self.pool.fits(run.crossings()):
+        if run.n_dec != len(run.ids) or not self.pool.fits(run.crossings()):
             return []
-        step = Step(None)
-        self._take_outputs(step)
-        return step.finished
+        (t_end, done), self._outputs = self._outputs, None  # (nobody was preempted since)
+        self._retire(sorted(run.ids.index(i) for i in done), t_end)
+        return done
 
     def _free(self, i: int, c: int, tokens: int, hashed: int, keep: bool) -> int:
         """Request i lets go of the blocks of its `tokens` tokens (`hashed` of them hashed; `keep`:
         preempted, it may find them again); returns how many it held."""
-        blocks = self.pool.blocks(tokens)
-        if self.cache is None:
+        blocks, cache = self.pool.blocks(tokens), self.cache
+        if cache is None:
             self.pool.release(c, blocks)
         else:
-            self.cache.release(i, c, blocks, hashed, keep)
-            if not keep:
-                self.cache.forget(i)
+            cache.release(i, c, blocks, hashed, keep)
+            if not keep and cache.segs:
+                cache.forget(i)
         return blocks
 
     def _hash_running(self, granted: bool) -> None:

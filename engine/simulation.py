@@ -1,6 +1,7 @@
 """Run a scenario: build the workload, the replicas and their feeds, let SimPy drive time.
 
-One replica reads its arrivals straight from the sorted arrays (no per-arrival events). Several
+One replica runs its step loop directly (nothing shares its clock, so SimPy would only add its
+bookkeeping) and reads its arrivals straight from the sorted arrays (no per-arrival events). Several
 replicas get a router process that hands each arrival, at its arrival time, to the least-loaded
 replica allowed for its class (`routing: shared` — all replicas; `pinned` — the class's list).
 Arrivals stop at `duration_s`; the run then drains until everything ends or `drain_limit_s`
@@ -132,16 +133,18 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))
     clock = Clock(cost.fixed_s)
     due = clock.snap_many(rs.arrival[first])  # on a fixed step: the grid point each arrival is taken at
-    if len(replicas) == 1:
+    until_sim = until if clock.grid is None else until / clock.grid
+    if len(replicas) == 1:  # no router: the replica's loop runs without SimPy
         feed = StaticFeed(first, due)
-        env.process(replicas[0].run(feed))
 
         def route(j: int, t: float) -> None:
             feed.add(j, t)
+
+        replicas[0].drive(feed, until_sim)
     else:
         shared = RouterFeed(due)
         for rep in replicas:
-            env.process(rep.run(shared))
+            env.process(rep.process(shared))
 
         def route(j: int, t: float) -> None:
             allowed = by_class_replicas[int(rs.cls[j])]
@@ -149,8 +152,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
             replicas[best].submit(j)
 
         env.process(_router(env, first, due, route, shared, clock))
-
-    env.run(until=until if clock.grid is None else until / clock.grid)
+        env.run(until=until_sim)
     t_end = max((rep_end for rep_end in _ends(steps)), default=0.0)
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
