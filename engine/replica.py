@@ -39,7 +39,7 @@ from .steplog import StepLog
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
 WAKE = object()  # a wait until the router hands over an arrival
-_KV_SHORT, _RESERVE = int(Reason.KV_SHORT), int(Reason.RESERVE)
+_KV_SHORT, _RESERVE, _HOL = int(Reason.KV_SHORT), int(Reason.RESERVE), int(Reason.HEAD_OF_LINE)
 _TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
 _DEFERRED = [int(r) - 1 for r, word in VLLM_REASON.items() if word == "deferred"]  # vLLM's two words
 _NO_REASONS = [0] * (len(Reason) - 1)
@@ -177,7 +177,23 @@ class Replica:
         for i in finished:
             self.on_finish(i, self.now)
         self._last_row = row
-        return step if step.uniform and not finished and not step.finished else None
+        if not step.uniform or finished or step.finished and not self._still_short(step):
+            return None
+        return step
+
+    def _still_short(self, step: Step) -> bool:
+        """Async: the step's call took in finished requests' outputs, freeing their blocks and
+        seats. Its waiting requests still stand as the call left them if each waits for KV that
+        is still short even so (or behind one that does): then the step can start a run."""
+        pool, cache = self.pool, self.sched.cache
+        if pool.capped or pool.reserve or cache is not None and cache.any_prefix:
+            return False  # (hits on the freed blocks, caps, the reserve: not worth proving)
+        codes = step.reasons
+        if not ((codes == _KV_SHORT) | (codes == _HOL)).all():
+            return False
+        short = codes == _KV_SHORT
+        free = pool.capacity - pool.used - (pool.watermark if self.sched.running.ids else 0)
+        return bool(short.any() and (step.need[short] > free).all())
 
     def _sleep(self, feed):
         """Nothing to do: sleep until the feed's next arrival, or until the router wakes us."""

@@ -240,7 +240,11 @@ class RunningSet:
                     if seq - int(F[PROMPT, p]) == 1:
                         first.append(self.ids[p])
                 self._put(p, comp, seq, (was_comp, was_seq))
-            self._uniform(1)
+            cur = self.cur  # (`_uniform(1)`, inline: every decode step passes here)
+            if self.upto != cur - 1:
+                self.ufrom = cur
+            self.cur = self.upto = cur + 1
+            self.upto = cur
         else:
             F = self.settled()
             comp, seq = F[COMP, :n], F[SEQ, :n]

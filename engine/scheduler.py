@@ -114,7 +114,7 @@ class Scheduler:
         reserve = mitigations.reserve_now(self)
         budget = Budget(reserve, lim.budget - reserve)
         step = self._step = Step(None)
-        self._cap = self._chunk_cap()
+        self._cap = self._chunk_cap() if lim.threshold else 0
         cause = self._schedule_running(budget, now)
         if self.cache is not None and self.cache.hashing:
             self._hash_running(granted=True)
@@ -259,7 +259,8 @@ class Scheduler:
         walk = Walk(order, sum(rs.top_l[w] for w in order))
         if self._running_caps:  # classes already at their running cap wait from the start
             walk.closed_at = {c: -1 for c in range(len(self.n_running_cls)) if self._at_running_cap(c)}
-        pre = walks.prefilter(self, walk, budget)
+        long = not self.policy.stops_at_misfit and len(order) > walks.PREFILTER_MIN_QUEUE
+        pre = walks.prefilter(self, walk, budget) if long else None
         evicted_before = len(step.preempted)
         self._walk(walk, order, budget, now, pre)
         if pre is not None:
