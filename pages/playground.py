@@ -34,8 +34,8 @@ layout.kpi_row(text.system_kpis(res.summary, base))
 replica = 0
 if sc.replicas.count > 1:
     replica = st.selectbox("Replica", list(range(sc.replicas.count)), key="pg_replica")
-st.plotly_chart(figures.kv_usage(res.steps, res.class_names, res.memory.blocks, sc.mitigations.p0_kv_reserve,
-                                 replica), key="pg_kv", theme=None)
+kv = figures.kv_usage(res.steps, res.class_names, res.memory.usable_blocks, sc.mitigations.p0_kv_reserve, replica)
+st.plotly_chart(kv, key="pg_kv", theme=None)
 st.plotly_chart(figures.waiting_queue(res.steps, res.class_names, replica), key="pg_wait", theme=None)
 st.caption(f"{res.summary['steps']:,} engine steps, {res.summary['sim_time_s']:.1f} s simulated in "
            f"{res.summary['wall_time_s']:.2f} s · KV cache {res.memory.blocks:,} blocks × {res.memory.block_size} "

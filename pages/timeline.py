@@ -60,9 +60,9 @@ else:
     if note:
         st.caption(f":material/info: {note}")
     strip = inversions.strip(res.episodes, classes, t_end)
-    st.plotly_chart(timeline(req, res.waits, res.episodes, res.steps, lanes, got_ahead, held, strip, classes,
-                             res.memory.blocks, sc.mitigations.p0_kv_reserve, window, pick if pick >= 0 else None),
-                    key="tl_fig", theme=None, config={"displaylogo": False})
+    fig = timeline(req, res.waits, res.episodes, res.steps, lanes, got_ahead, held, strip, classes,
+                   res.memory.usable_blocks, sc.mitigations.p0_kv_reserve, window, pick if pick >= 0 else None)
+    st.plotly_chart(fig, key="tl_fig", theme=None, config={"displaylogo": False})
 
 if pick >= 0:
     row = req.loc[pick]
