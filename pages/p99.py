@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import layout, live, runs, views, viewstate
+from ui.i18n import _
 from ui.state import current
 from ui.sweeps import KNOBS, values_for
 
@@ -60,3 +61,8 @@ if not plan.points:
 slos = {c: (sc.classes[c].slo.ttft_s if c in sc.classes else None) for c in classes}
 label = f"{knob.label} ({knob.unit})" + (f" — {cls}" if knob.per_class else "")
 live.sweep(plan, classes, label, slos, (lo, hi), knob.unit)
+
+with st.expander(_("Size a reserve for this traffic"), icon=":material/straighten:"):
+    from ui.sizing_view import panel
+
+    panel(lab)

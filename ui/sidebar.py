@@ -34,6 +34,8 @@ RAN = "_ran"  # the control values of the last run that succeeded
 REFUSED = "_refused"  # (control, message) of a change that was refused
 REVERT = "_revert"  # a message: the last run failed and the controls went back
 LINK_NOTES = "_link_notes"
+PENDING_LOAD = "_pending_load"  # (preset, values) a page asked for; applied before the controls render
+LANG_KEY = "lang"  # the language switch (ui.i18n), bound to the URL like the controls
 SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations", ":material/shield:"),
             "hw": ("GPU and model", ":material/memory:"), "run": ("Run", ":material/casino:")}
 
@@ -114,7 +116,7 @@ def _judge_link(page: str, presets: list[str]) -> None:
     query = {k: st.query_params.get_all(k) for k in st.query_params}
     if not query:
         return
-    verdict = links.check_link(query, presets, preset_codec, VIEW_KEYS.get(page, frozenset()))
+    verdict = links.check_link(query, presets, preset_codec, VIEW_KEYS.get(page, frozenset()) | {LANG_KEY})
     values, notes = links.runnable_subset(preset_codec(verdict.preset), verdict.values, limits.why_not)
     drop = verdict.drop | (set(verdict.values) - set(values))
     if verdict.notes or notes:
@@ -200,6 +202,8 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     presets = scenario_names()
     if "_link_checked" not in ss:
         _judge_link(page, presets)
+    if (pending := ss.pop(PENDING_LOAD, None)) is not None:
+        load_scenario(*pending)
     sb = st.sidebar
     sb.selectbox("Scenario", presets, index=presets.index(codec_mod.DEFAULT_PRESET), key=codec_mod.PRESET_KEY,
                  bind="query-params", on_change=_on_preset, help="A shipped scenario; the controls start from it.")

@@ -109,12 +109,16 @@ def current() -> Lab:
 
 
 def frame() -> None:
-    """app.py: navigation, sidebar, the page, then the notes and the share link."""
-    from . import sidebar
+    """app.py: language, navigation, sidebar, the page, then the notes and the share link."""
+    from . import i18n, sidebar
 
     st.set_page_config(page_title="Inversion Lab", page_icon=str(ICON), layout="wide")
-    page = st.navigation([st.Page(s.file, title=s.title, icon=s.icon, url_path=s.url or None, default=not s.url,
-                                  help=s.help) for s in PAGES], position="top")
+    lang = st.sidebar.radio("Language · 语言", list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get, horizontal=True,
+                            key=sidebar.LANG_KEY, bind="query-params", label_visibility="collapsed")
+    i18n.set_language(lang)
+    _ = i18n._
+    page = st.navigation([st.Page(s.file, title=_(s.title), icon=s.icon, url_path=s.url or None, default=not s.url,
+                                  help=_(s.help)) for s in PAGES], position="top")
     path = page.url_path or ""
     ss = st.session_state
     entered = ss.get("_page") != path
@@ -125,6 +129,8 @@ def frame() -> None:
 
         runs.run_pool().want(runs.viewer_id(), [])  # a sweep left behind is abandoned
     lab.page, lab.entered = path, entered
+    if lang != i18n.DEFAULT:
+        lab.share[sidebar.LANG_KEY] = lang
     notes_box = st.container()
     _frame.lab = lab
     try:
@@ -133,7 +139,7 @@ def frame() -> None:
         _frame.lab = None
     sidebar.fill_share(share_box, lab)
     if lab.notes:
-        notes_box.warning("**Some settings from the link were not used:**\n\n"
+        notes_box.warning(_("**Some settings from the link were not used:**") + "\n\n"
                           + "\n".join(f"- {n}" for n in lab.notes), icon=":material/link_off:")
 
 

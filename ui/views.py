@@ -18,7 +18,7 @@ VIEW_KEYS: dict[str, frozenset[str]] = {
     "p99": frozenset({"sw_knob", "sw_cls", "sw_from", "sw_to", "sw_pts", "sw_seeds"}),
     "timeline": frozenset({"tl_show", "tl_cls", "tl_from", "tl_to", "tl_req"}),
     "compare": frozenset({"cmp_n"} | {f"c{i}_{f}" for i in COMPARE_SLOTS for f in CONFIG_FIELDS}),
-    "workshop": frozenset({"lesson"}),
+    "workshop": frozenset({"lesson", "present"}),
 }
 
 
@@ -72,4 +72,5 @@ def compare_defaults() -> dict:
 
 
 def workshop_params(slugs: list[str]) -> list[Param]:
-    return [Param("lesson", "", "choice", "Lesson", options=tuple(slugs))]
+    return [Param("lesson", "", "choice", "Lesson", options=tuple(slugs)),
+            Param("present", "", "bool", "Presenter mode")]
