@@ -41,15 +41,18 @@ def dashboard_series(res: Result, window_s: float = SCRAPE_S) -> pd.DataFrame:
     st = res.steps
     reps = max(int(st["replica"].max()) + 1, 1) if len(st) and "replica" in st else 1
     t_end = float(max(res.summary["sim_time_s"], window_s))
-    edges = np.arange(0.0, t_end + window_s, window_s)
+    edges = np.arange(0.0, np.floor(t_end / window_s) * window_s + window_s / 2, window_s)  # whole windows only
     w = st["dt_s"].to_numpy(float)
     busy = w * ((st["prefill_tokens"] + st["decode_tokens"]).to_numpy() > 0)
-    slot = np.clip(np.searchsorted(edges, st["t_s"].to_numpy(float), side="right") - 1, 0, len(edges) - 2)
+    slot = np.searchsorted(edges, st["t_s"].to_numpy(float), side="right") - 1
+    keep = (slot >= 0) & (slot <= len(edges) - 2)  # the drain's last partial window is left out
+    waiting, running = _cols(res, "waiting_").to_numpy(float)[keep], _cols(res, "running_").to_numpy(float)[keep]
+    st, w, busy, slot = st[keep], w[keep], busy[keep], slot[keep]
     frame = pd.DataFrame({
         "slot": slot, "w": w, "busy": busy,
         "kv": w * st["kv_used"].to_numpy(float),
-        "waiting": w * _cols(res, "waiting_").to_numpy(float),
-        "running": w * _cols(res, "running_").to_numpy(float),
+        "waiting": w * waiting,
+        "running": w * running,
         "decode": st["decode_tokens"].to_numpy(float),
     })
     g = frame.groupby("slot").sum()
@@ -67,8 +70,9 @@ def dashboard_series(res: Result, window_s: float = SCRAPE_S) -> pd.DataFrame:
     req = res.requests
     top = req[(req["priority"] == req["priority"].min()) & req["measured"]] if len(req) else req
     if len(top):
-        k = np.clip(np.searchsorted(edges, top["arrival_s"].to_numpy(float), side="right") - 1, 0, len(edges) - 2)
-        by = top.assign(slot=k).groupby("slot")["ttft_s"]
+        k = np.searchsorted(edges, top["arrival_s"].to_numpy(float), side="right") - 1
+        inside = (k >= 0) & (k <= len(edges) - 2)
+        by = top[inside].assign(slot=k[inside]).groupby("slot")["ttft_s"]
         out["top_ttft_p99"] = by.quantile(0.99).reindex(range(len(out))).to_numpy()
         out["top_n"] = by.count().reindex(range(len(out)), fill_value=0).to_numpy()
     else:

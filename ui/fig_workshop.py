@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .figures import CLASS_COLORS, FONT, class_color
-from .i18n import _
+from .i18n import N_, _
 
 RUN_COLORS = ["#24292f", "#0969da", "#bf8700", "#1a7f37", "#8250df", "#cf222e"]
 
@@ -53,11 +53,11 @@ def runs_bars(labels: list[str], summaries: list[dict], slos: dict[str, float | 
 
 
 DASH_PANELS = [  # (column, label, format)
-    ("gpu_busy", "GPU busy", ".0%"),
-    ("kv_use", "KV cache use", ".0%"),
-    ("waiting", "Requests waiting (vllm:num_requests_waiting)", ".1f"),
-    ("throughput_tok_s", "Throughput (generated tok/s)", ",.0f"),
-    ("top_ttft_p99", "{top} P99 TTFT of the window's arrivals (s)", ".2f"),
+    ("gpu_busy", N_("GPU busy"), ".0%"),
+    ("kv_use", N_("KV cache use"), ".0%"),
+    ("waiting", N_("Requests waiting (vllm:num_requests_waiting)"), ".1f"),
+    ("throughput_tok_s", N_("Throughput (generated tok/s)"), ",.0f"),
+    ("top_ttft_p99", N_("{top} P99 TTFT of the window's arrivals (s)"), ".2f"),
 ]
 
 

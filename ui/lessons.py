@@ -21,7 +21,7 @@ from engine import Result, ScenarioError
 from engine.scenario import Scenario, load, load_raw
 
 from . import codec, derived
-from .i18n import _, folded, translate_markdown
+from .i18n import N_, _, folded, translate_markdown
 from .text import percent, seconds, top_holder_classes
 
 LESSON_DIR = Path(__file__).resolve().parent.parent / "lessons"
@@ -51,7 +51,7 @@ class Lesson:
     sizing: bool = False  # offer the reserve-sizing aid
 
     def scenarios(self) -> list[Scenario]:
-        return [load(self.scenario, o) for _, o in self.runs]
+        return [load(self.scenario, o) for _label, o in self.runs]
 
     def load_values(self) -> dict:
         """Sidebar values (short names) that reproduce the lesson's last run."""
@@ -136,18 +136,18 @@ def _fmt(v) -> str:
 
 
 METRIC_LABELS = {  # extra reveal rows a lesson may ask for (`show:`); formats below
-    "overtaken_later": "Lower-priority admissions ahead of a waiting P0 that arrived after it",
-    "wrong_holder_share": "P0 KV-wait time that ended while its biggest holder still ran",
-    "dash.gpu_busy": "Dashboard: GPU busy",
-    "dash.kv_use": "Dashboard: KV use (mean)",
-    "dash.waiting_mean": "Dashboard: requests waiting (mean)",
-    "dash.waiting_peak": "Dashboard: requests waiting (highest 15-s mean)",
-    "dash.throughput": "Dashboard: throughput (tok/s)",
-    "batch_fill": "Batch fill",
-    "reserve_idle_token_frac": "Idle reserve (share of the budget)",
-    "replica0.kv_use": "Replica 0: KV use (mean)",
-    "replica1.kv_use": "Replica 1: KV use (mean)",
-    "P2.e2e_p99": "P2 P99 end to end",
+    "overtaken_later": N_("Lower-priority admissions ahead of a waiting P0 that arrived after it"),
+    "wrong_holder_share": N_("P0 KV-wait time that ended while its biggest holder still ran"),
+    "dash.gpu_busy": N_("Dashboard: GPU busy"),
+    "dash.kv_use": N_("Dashboard: KV use (mean)"),
+    "dash.waiting_mean": N_("Dashboard: requests waiting (mean)"),
+    "dash.waiting_peak": N_("Dashboard: requests waiting (highest 15-s mean)"),
+    "dash.throughput": N_("Dashboard: throughput (tok/s)"),
+    "batch_fill": N_("Batch fill"),
+    "reserve_idle_token_frac": N_("Idle reserve (share of the budget)"),
+    "replica0.kv_use": N_("Replica 0: KV use (mean)"),
+    "replica1.kv_use": N_("Replica 1: KV use (mean)"),
+    "P2.e2e_p99": N_("P2 P99 end to end"),
 }
 _SHARE = {"wrong_holder_share", "dash.gpu_busy", "dash.kv_use", "batch_fill", "reserve_idle_token_frac",
           "replica0.kv_use", "replica1.kv_use"}

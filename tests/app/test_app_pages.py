@@ -419,3 +419,46 @@ def test_the_handout_holds_every_lesson_with_numbers_and_charts():
         assert f"{lesson.title}</h2>" in html.replace("&#x27;", "'")
     assert html.count("class=\"plotly-graph-div\"") >= len(lessons.all_lessons()) + 1
     assert "Recap: every remedy on the same traffic" in html and "✘" not in html
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_in_chinese(page):
+    at = on_page(page, lang="zh")
+    assert not at.exception, page
+    assert at.session_state["lang"] == "zh" and at.radio(key="_lang_pick").value == "zh"
+    shown = " ".join([h.value for h in at.title] + [c.value for c in at.caption] + [h.value for h in at.header])
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in shown), (page, shown[:200])
+
+
+def test_chinese_playground_says_what_happened_and_links_keep_the_language():
+    at = fresh(lang="zh", preset="classic-inversion")
+    assert not at.exception and not notes(at)
+    assert [s.value for s in at.subheader][:1] == ["发生了什么"]
+    assert any("最重要的类" in m.value and "反转" in m.value for m in at.markdown)
+    assert any("场景：" in c.value for c in at.caption)
+    assert "lang=zh" in share_link(at)
+    assert at.selectbox(key="policy").value == "fcfs"  # codes stay codes: the link means the same in any language
+
+
+def test_chinese_workshop_lesson_runs_with_its_chart():
+    at = on_page("pages/workshop.py", lang="zh", lesson="no-alarm", present="true")
+    assert not at.exception
+    assert at.subheader[0].value.startswith("3. 没有告警响起")
+    at.button(key="ws_run_no-alarm").click().run()
+    assert not at.exception and at.get("plotly_chart")
+    assert any("**讨论**" in m.value for m in at.markdown)
+    assert any("模拟结果" in i.value for i in at.info)
+
+
+def test_switching_the_language_keeps_the_scenario_and_a_bad_code_is_named():
+    at = fresh(preset="classic-inversion", reserve="512", policy="priority")
+    before = metric(at, "P0 · P99 TTFT")
+    at.radio(key="_lang_pick").set_value("zh").run()
+    assert not at.exception and at.session_state["lang"] == "zh"
+    assert at.query_params["lang"] in ("zh", ["zh"]) and at.slider(key="reserve").value == 512
+    assert metric(at, "P0 · P99 TTFT") == before and "发生了什么" in [s.value for s in at.subheader]
+    at.switch_page("pages/compare.py").run()
+    assert at.session_state["lang"] == "zh" and at.query_params["lang"] in ("zh", ["zh"])
+    bad = fresh(lang="fr")
+    assert not bad.exception and bad.session_state["lang"] == "en" and "lang" not in bad.query_params
+    assert "is not a language of this app" in notes(bad)
