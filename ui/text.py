@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .i18n import N_, _
+from .i18n import N_, _, ngettext
 from .vocab import look
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=\"'])")
@@ -298,8 +298,9 @@ def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame,
             g = got_ahead[(got_ahead["request"] == rid) & (got_ahead["t_s"] >= w.start_s)
                           & (got_ahead["t_s"] <= w.end_s)]
             if len(g):
-                s += _(". **Meanwhile {k} lower-priority request(s) admitted ahead of it**: {who}").format(
-                    k=len(g), who=_ahead_text(g))
+                s += ngettext(". **Meanwhile {k} lower-priority request was admitted ahead of it**: {who}",
+                              ". **Meanwhile {k} lower-priority requests were admitted ahead of it**: {who}",
+                              len(g)).format(k=len(g), who=_ahead_text(g))
         lines.append(s + _("."))
     if pd.notna(req["first_token_s"]):
         lines.append(_("t = {t:.2f} s: first token (TTFT {ttft:.3f} s).").format(t=req["first_token_s"],
