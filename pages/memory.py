@@ -36,7 +36,9 @@ c[4].metric(_("GiB weights"), f"{mem.weights / GIB:.1f}", border=True, help=_("M
 st.subheader(_("Step time"))
 df = costs.step_table(sc, mem)
 st.plotly_chart(figures.step_time_bars(df), key="mem_steps", theme=None)
-st.dataframe(df, hide_index=True, width="stretch")
+st.dataframe(df.rename(columns={"case": _("case"), "compute_ms": _("compute (ms)"), "memory_ms": _("memory (ms)"),
+                                "overhead_ms": _("overhead (ms)"), "step_ms": _("step (ms)")}),
+             hide_index=True, width="stretch")
 st.caption(_(
     "Roofline: a step takes max(compute, memory) + overhead. Decode steps read every weight once whatever the "
     "batch, so they are memory-bound and batching is almost free; a full-budget prefill is compute-bound. "

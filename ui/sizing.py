@@ -21,6 +21,7 @@ from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict,
 from .sweeps import KNOBS
 
 COARSE, FINE = 7, 3
+NO_RESERVES = {"mitigations.p0_token_reserve": 0, "mitigations.p0_kv_reserve": 0}
 Summarize = Callable[[list[str]], list[dict]]  # scenario keys → summaries, in order
 
 
@@ -77,13 +78,14 @@ def _meets(s: dict, top: str, slo: float, rejected: int) -> bool:
 def size(sc: Scenario, knob: str, kv_blocks: int, summarize: Summarize,
          why_not: Callable[[Scenario], str | None] | None = None) -> Sizing | None:
     """The smallest `knob` ("reserve": tokens, "kvres": KV blocks) that keeps the top class in its
-    TTFT SLO on `sc`'s traffic; None if the top class has no TTFT SLO."""
+    TTFT SLO on `sc`'s traffic and settings with no other reserve; None if the top class has no
+    TTFT SLO."""
     top, slo = top_of(sc)
     if slo is None:
         return None
     k = KNOBS[knob]
     step = 64 if knob == "reserve" else 16
-    base_data = to_dict(sc)
+    base_data = apply_overrides(to_dict(sc), NO_RESERVES)  # each reserve sized alone, from none at all
 
     def point(v: float) -> Scenario:
         return from_dict(apply_overrides(base_data, k.overrides(sc, v, None)))

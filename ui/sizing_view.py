@@ -57,9 +57,10 @@ def panel(lab: Lab) -> None:
                 top=top))
             return
         st.caption(_("Finds the smallest token reserve and the smallest KV reserve at which {top}'s P99 TTFT stays "
-                     "within its {slo} s SLO for this traffic and seed, and what each costs against no reserve: a "
-                     "coarse grid up to half the budget (half the KV cache), then a finer one; about 10–20 runs "
-                     "each, in parallel.").format(top=top, slo=f"{slo:g}"))
+                     "within its {slo} s SLO for this traffic and seed — each on its own, with the sidebar's other "
+                     "settings — and what each costs against no reserve: a coarse grid up to half the budget (half "
+                     "the KV cache), then a finer one; about 10 runs each, in parallel.").format(top=top,
+                                                                                                  slo=f"{slo:g}"))
         store = st.session_state.setdefault(STORE, {})
         key = sc.key()
         if st.button(_("Size the reserves"), icon=":material/straighten:", key="sizing_run"):

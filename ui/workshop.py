@@ -104,8 +104,9 @@ def page(lab: Lab) -> None:
         return by_slug[s].minutes if s in by_slug else RECAP_MIN
 
     with st.container(border=True):
-        c1, c2, c3, c4 = st.columns([6, 1.3, 1.3, 2.4], vertical_alignment="bottom")
-        c1.selectbox(_("Lesson"), order, format_func=lambda s: f"{names[s]} · {_('{m} min').format(m=minutes(s))}",
+        c1, c2, c3, c4 = st.columns([4.4, 1.7, 1.7, 2.2], vertical_alignment="bottom")
+        mins = _("{m} min")
+        c1.selectbox(_("Lesson"), order, format_func=lambda s: f"{names[s]} · {mins.format(m=minutes(s))}",
                      key="lesson", on_change=_follow, args=(by_slug,))
         c2.button(_("Previous"), icon=":material/arrow_back:", width="stretch", disabled=slug == order[0],
                   on_click=_step, args=(order, by_slug, -1))
@@ -193,7 +194,8 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     st.plotly_chart(fig, key=f"ws_fig_{base.slug}", theme=None, config={"displaylogo": False})
     st.markdown(lesson.reveal)
     table = lessons.reveal_table(lesson, results)
-    st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2)
+    st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2,
+                 column_config={"_index": st.column_config.Column(width="large")})
     if lesson.article:
         article_note(lesson, results)
     with st.expander(_("Claims this lesson makes, checked against the runs"), icon=":material/fact_check:"):
