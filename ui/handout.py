@@ -50,24 +50,28 @@ def figure_html(fig: go.Figure) -> str:
 
 def lesson_html(n: int, lesson: Lesson, start_min: int, numbers: pd.DataFrame, fig: go.Figure | None,
                 claims: list[tuple[bool, str]], article: str | None = None) -> str:
-    """One lesson's section (`lesson` already in the page's language)."""
+    """One lesson's section (`lesson` already in the page's language). The labels are looked up
+    outside the f-strings, where the message extractor can see them."""
+    meta = _("{m} min · from minute {start}").format(m=lesson.minutes, start=start_min)
+    t = {"scenario": _("Scenario"), "goal": _("Goal"), "predict": _("Predict"), "says": _("The simulation says"),
+         "claims": _("Claims checked against the runs"), "discuss": _("Discussion")}
+    t = {k: esc(v) for k, v in t.items()}
     parts = [f"<h2>{n}. {esc(lesson.title)}</h2>",
-             f"<p class='meta'>{esc(_('{m} min · from minute {start}').format(m=lesson.minutes, start=start_min))}"
-             f" · {esc(_('Scenario'))}: <code>{esc(lesson.scenario)}</code></p>",
-             f"<p class='goal'><b>{esc(_('Goal'))}:</b> {esc(lesson.goal)}</p>",
+             f"<p class='meta'>{esc(meta)} · {t['scenario']}: <code>{esc(lesson.scenario)}</code></p>",
+             f"<p class='goal'><b>{t['goal']}:</b> {esc(lesson.goal)}</p>",
              md(lesson.body),
-             f"<p><b>{esc(_('Predict'))}:</b> {esc(lesson.question)}</p><ol type='A'>"
+             f"<p><b>{t['predict']}:</b> {esc(lesson.question)}</p><ol type='A'>"
              + "".join(f"<li>{esc(o)}</li>" for o in lesson.options) + "</ol>",
-             f"<p class='answer'><b>{esc(_('The simulation says'))}:</b> {esc(lesson.options[lesson.answer])}</p>",
+             f"<p class='answer'><b>{t['says']}:</b> {esc(lesson.options[lesson.answer])}</p>",
              f"<p>{esc(lesson.reveal)}</p>",
              table_html(numbers)]
     if article:
         parts.append(f"<p>{esc(article)}</p>")
     if fig is not None:
         parts.append(figure_html(fig))
-    parts.append(f"<p><b>{esc(_('Claims checked against the runs'))}</b></p><ul class='claims'>"
+    parts.append(f"<p><b>{t['claims']}</b></p><ul class='claims'>"
                  + "".join(f"<li>{'✔' if ok else '✘'} {esc(s)}</li>" for ok, s in claims) + "</ul>")
-    parts.append(f"<p><b>{esc(_('Discussion'))}</b></p><ol>" + "".join(f"<li>{esc(p)}</li>" for p in lesson.prompts)
+    parts.append(f"<p><b>{t['discuss']}</b></p><ol>" + "".join(f"<li>{esc(p)}</li>" for p in lesson.prompts)
                  + "</ol>")
     return "\n".join(parts)
 
@@ -77,13 +81,14 @@ def document(sections: list[str], agenda: pd.DataFrame, recap: pd.DataFrame | No
     from plotly.offline import get_plotlyjs
 
     title = _("Priority inversion in LLM serving — workshop handout")
+    lab, total, agenda_title = _("Inversion Lab"), _("{m} minutes in all").format(m=total_min), _("Agenda")
+    recap_title = _("Recap: every remedy on the same traffic")
     head = (f"<!DOCTYPE html><html lang='{esc('zh-CN' if language() == 'zh' else 'en')}'><head><meta charset='utf-8'>"
             f"<title>{esc(title)}</title><style>{CSS}</style><script>{get_plotlyjs()}</script></head><body>")
-    intro = (f"<h1>{esc(title)}</h1><p class='meta'>{esc(_('Inversion Lab'))} · {date.today().isoformat()} · "
-             f"{esc(_('{m} minutes in all').format(m=total_min))}</p>"
-             f"<h2>{esc(_('Agenda'))}</h2>{table_html(agenda, index=False)}")
+    intro = (f"<h1>{esc(title)}</h1><p class='meta'>{esc(lab)} · {date.today().isoformat()} · {esc(total)}</p>"
+             f"<h2>{esc(agenda_title)}</h2>{table_html(agenda, index=False)}")
     tail = ""
     if recap is not None:
-        tail = (f"<h2>{esc(_('Recap: every remedy on the same traffic'))}</h2>{table_html(recap, index=False)}"
+        tail = (f"<h2>{esc(recap_title)}</h2>{table_html(recap, index=False)}"
                 + (figure_html(recap_fig) if recap_fig is not None else ""))
     return head + intro + "\n".join(sections) + tail + "</body></html>"

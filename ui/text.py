@@ -141,7 +141,8 @@ def class_kpis(name: str, cur: dict, base: dict | None, cards_only: bool = True)
     d = None
     if base is not None and n != not_served(base):
         d = f"{n - not_served(base):+,}"
-    out.append(Kpi(f"{name} · {_('Not served')}", f"{n:,}", d, "inverse",
+    not_served_label = _("Not served")
+    out.append(Kpi(f"{name} · {not_served_label}", f"{n:,}", d, "inverse",
                    help=_("Of {n:,} measured requests: {r:,} rejected by a cap, {u:,} unfinished when the run "
                           "ended.").format(n=cur["n"], r=cur.get("rejected", 0), u=cur.get("unfinished", 0))))
     return out
