@@ -51,17 +51,28 @@ def ensure_venv(req: str) -> None:
     stamp.write_text(digest)
 
 
+def has_cjk_font() -> bool:
+    """A font with Chinese glyphs (the browser tests screenshot the 中文 UI)."""
+    if not shutil.which("fc-list"):
+        return False
+    out = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
+    return bool(out.strip())
+
+
 def ensure_chromium() -> None:
-    """Debian's chromium for the browser tests (Playwright never downloads its own)."""
-    if Path(CHROMIUM).exists():
+    """Debian's chromium for the browser tests (Playwright never downloads its own), and a CJK font
+    (fonts-noto-cjk) so the Chinese pages render with real glyphs."""
+    need = [pkg for pkg, ok in (("chromium", Path(CHROMIUM).exists()), ("fonts-noto-cjk", has_cjk_font()))
+            if not ok]
+    if not need:
         return
     if shutil.which("apt-get") and os.geteuid() == 0:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         sh("apt-get", "update", "-q", env=env)
-        sh("apt-get", "install", "-y", "-q", "chromium", env=env)
+        sh("apt-get", "install", "-y", "-q", *need, env=env)
     else:
-        print("note: /usr/bin/chromium missing and cannot apt-get it; browser tests will be skipped "
-              "(they fail instead when CI=true)", flush=True)
+        print(f"note: missing {', '.join(need)} and cannot apt-get it; browser tests that need it will be "
+              "skipped (they fail instead when CI=true)", flush=True)
 
 
 def ensure_vllm_venv() -> None:

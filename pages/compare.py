@@ -6,35 +6,36 @@ from engine import ScenarioError
 from ui import figures, layout, limits, runs, text, views, viewstate
 from ui.codec import POLICIES
 from ui.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
+from ui.i18n import _
 from ui.state import current
 
 lab = current()
 sc = lab.scenario
-layout.header(lab, "Compare", "Same arrivals and lengths (same seed); only the scheduling choices differ")
+layout.header(lab, _("Compare"), _("Same arrivals and lengths (same seed); only the scheduling choices differ"))
 low = sc.class_names[-1]
 params, defaults = views.compare_params(), views.compare_defaults()
 viewstate.seed(params, defaults)
 if lab.entered:
     lab.note(refuse_duplicate(st.session_state, defaults, entering=True))
 
-n = st.radio("Configurations", [2, 3], horizontal=True, key="cmp_n")
+n = st.radio(_("Configurations"), [2, 3], horizontal=True, key="cmp_n")
 cols = st.columns(n)
 with cols[0].container(border=True):
-    st.text_input("Name", SIDEBAR, disabled=True, key="cmp_sidebar_name",
-                  help="The sidebar's scenario: this column always follows the sidebar")
+    st.text_input(_("Name"), _(SIDEBAR), disabled=True, key="cmp_sidebar_name",
+                  help=_("The sidebar's scenario: this column always follows the sidebar"))
     for label, value in sidebar_config(sc, low):
         st.markdown(f"**{label}:** {text.plain(value)}")
 for i, col in zip(views.COMPARE_SLOTS[: n - 1], cols[1:]):
     with col.container(border=True):
-        st.text_input("Name", key=f"c{i}_name", max_chars=30, on_change=refuse_duplicate,
-                      args=(st.session_state, defaults, False, i), help="Names must differ")
+        st.text_input(_("Name"), key=f"c{i}_name", max_chars=30, on_change=refuse_duplicate,
+                      args=(st.session_state, defaults, False, i), help=_("Names must differ"))
         if err := st.session_state.get(f"_c{i}_name_error"):
             st.error(err, icon=":material/block:")
-        st.selectbox("Policy", POLICIES, key=f"c{i}_pol")
-        st.number_input("Token reserve", 0, 65536, step=64, key=f"c{i}_res")
-        st.number_input("KV reserve (blocks)", 0, 10_000_000, step=16, key=f"c{i}_kv")
-        st.toggle("Inheritance", key=f"c{i}_inh")
-        st.number_input(f"{low} prompt cap (0 = none)", 0, 10_000_000, step=512, key=f"c{i}_cap")
+        st.selectbox(_("Policy"), POLICIES, key=f"c{i}_pol")
+        st.number_input(_("Token reserve"), 0, 65536, step=64, key=f"c{i}_res")
+        st.number_input(_("KV reserve (blocks)"), 0, 10_000_000, step=16, key=f"c{i}_kv")
+        st.toggle(_("Inheritance"), key=f"c{i}_inh")
+        st.number_input(_("{cls} prompt cap (0 = none)").format(cls=low), 0, 10_000_000, step=512, key=f"c{i}_cap")
 viewstate.publish(params, defaults)
 
 configs = {SIDEBAR: sc}
@@ -54,9 +55,9 @@ for p in problems:
     st.warning(p, icon=":material/error:")
 results = {name: runs.result(s) for name, s in configs.items()}
 
-st.subheader("KPIs")
-table = text.summary_table({k: r.summary for k, r in results.items()})
+st.subheader(_("KPIs"))
+table = text.summary_table({(_(k) if k == SIDEBAR else k): r.summary for k, r in results.items()})
 st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2)
-st.subheader("Time to first token, per class")
-st.plotly_chart(figures.ttft_cdf({k: r.requests for k, r in results.items()}, sc.class_names), key="cmp_cdf",
-                theme=None)
+st.subheader(_("Time to first token, per class"))
+st.plotly_chart(figures.ttft_cdf({(_(k) if k == SIDEBAR else k): r.requests for k, r in results.items()},
+                                 sc.class_names), key="cmp_cdf", theme=None)

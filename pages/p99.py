@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import layout, live, runs, views, viewstate
+from ui.i18n import _
 from ui.state import current
 from ui.sweeps import KNOBS, values_for
 
@@ -10,8 +11,8 @@ lab = current()
 sc = lab.scenario
 classes = sc.class_names
 blocks = lab.kv_blocks
-layout.header(lab, "P99 curves", "Each point is a full simulation of the sidebar's scenario with one knob changed; "
-                                 "the curves follow the sidebar")
+layout.header(lab, _("P99 curves"), _("Each point is a full simulation of the sidebar's scenario with one knob "
+                                      "changed; the curves follow the sidebar"))
 
 
 def range_defaults(knob: str, cls: str) -> dict:
@@ -34,29 +35,36 @@ viewstate.seed(range_params, defaults)
 
 with st.container(border=True):
     c1, c2, c3, c4, c5, c6 = st.columns([3, 2, 2, 2, 1.4, 1.4])
-    knob = KNOBS[c1.selectbox("Knob", list(KNOBS), format_func=lambda k: KNOBS[k].short, key="sw_knob",
-                              on_change=on_knob, help="; ".join(f"{k.label}: {k.help}" for k in KNOBS.values()))]
-    cls = c2.selectbox("Class", classes, key="sw_cls", on_change=on_knob, disabled=not knob.per_class,
-                       help="For a class's prompt cap, running cap or rate")
+    knob = KNOBS[c1.selectbox(_("Knob"), list(KNOBS), format_func=lambda k: _(KNOBS[k].short), key="sw_knob",
+                              on_change=on_knob,
+                              help="; ".join(f"{_(k.label)}: {_(k.help)}" for k in KNOBS.values()))]
+    cls = c2.selectbox(_("Class"), classes, key="sw_cls", on_change=on_knob, disabled=not knob.per_class,
+                       help=_("For a class's prompt cap, running cap or rate"))
     step = 1.0 if knob.integer else 0.05
-    lo = c3.number_input(f"From ({knob.unit})", 0.0, 1e7, step=step, key="sw_from", format="%g")
-    hi = c4.number_input(f"To ({knob.unit})", 0.0, 1e7, step=step, key="sw_to", format="%g")
-    n = c5.number_input("Points", 3, 16, key="sw_pts")
-    k = c6.number_input("Seeds", 1, 5, key="sw_seeds", help="Seeds per point: the band shows min–max over them")
+    unit = _(knob.unit)
+    lo = c3.number_input(_("From ({unit})").format(unit=unit), 0.0, 1e7, step=step, key="sw_from", format="%g")
+    hi = c4.number_input(_("To ({unit})").format(unit=unit), 0.0, 1e7, step=step, key="sw_to", format="%g")
+    n = c5.number_input(_("Points"), 3, 16, key="sw_pts")
+    k = c6.number_input(_("Seeds"), 1, 5, key="sw_seeds", help=_("Seeds per point: the band shows min–max over them"))
 viewstate.publish(choice_params + range_params, {**choice_defaults, **defaults})
 
 if lo == hi:
-    st.warning("From and To are the same: give the sweep a range.", icon=":material/straighten:")
+    st.warning(_("From and To are the same: give the sweep a range."), icon=":material/straighten:")
     st.stop()
 lo, hi = min(lo, hi), max(lo, hi)
 values = values_for(knob, lo, hi, int(n))
 seeds = tuple(sc.seed + j for j in range(int(k)))
 plan = runs.sweep_plan(sc.key(), knob.name, tuple(values), seeds, cls if knob.per_class else None)
 for v, why in list(plan.refused.items())[:3]:
-    st.caption(f"Left out {v:,.4g} {knob.unit}: {why}")
+    st.caption(_("Left out {v} {unit}: {why}").format(v=f"{v:,.4g}", unit=unit, why=why))
 if not plan.points:
-    st.warning("No setting in this range can run; change the range.", icon=":material/block:")
+    st.warning(_("No setting in this range can run; change the range."), icon=":material/block:")
     st.stop()
 slos = {c: (sc.classes[c].slo.ttft_s if c in sc.classes else None) for c in classes}
-label = f"{knob.label} ({knob.unit})" + (f" — {cls}" if knob.per_class else "")
-live.sweep(plan, classes, label, slos, (lo, hi), knob.unit)
+label = f"{_(knob.label)} ({unit})" + (f" — {cls}" if knob.per_class else "")
+live.sweep(plan, classes, label, slos, (lo, hi), unit)
+
+with st.expander(_("Size a reserve for this traffic"), icon=":material/straighten:"):
+    from ui.sizing_view import panel
+
+    panel(lab)

@@ -5,12 +5,14 @@ import streamlit as st
 
 from ui import figures, inversions, layout, text, views, viewstate
 from ui.fig_timeline import timeline
+from ui.i18n import _
 from ui.state import current
 
 lab = current()
 sc, res = lab.scenario, lab.result
-layout.header(lab, "Inversion timeline", "Top-priority requests first; thin grey lines drop to whoever was admitted "
-                                         "ahead of them, dotted red ones to the KV holders they waited on")
+layout.header(lab, _("Inversion timeline"),
+              _("Top-priority requests first; thin grey lines drop to whoever was admitted ahead of them, dotted red "
+                "ones to the KV holders they waited on"))
 classes = res.class_names
 req = res.requests
 t_end = round(float(max(res.summary["sim_time_s"], 1.0)), 2)
@@ -26,13 +28,13 @@ def copy_window() -> None:
     ss["tl_from"], ss["tl_to"] = (round(float(v), 2) for v in ss["tl_window"])
 
 
-SHOW = {"story": "The inversion story", "all": "All requests"}
+SHOW = {"story": _("The inversion story"), "all": _("All requests")}
 c1, c2, c3 = st.columns([2, 3, 3])
-show = c1.radio("Show", list(SHOW), format_func=SHOW.get, key="tl_show",
-                help="The story: top-priority requests that waited, the KV holders they waited on, and the "
-                     "lower-priority requests admitted ahead of them (one lane per class). All: every request.")
-chosen = c2.multiselect("Classes", classes, key="tl_cls")
-c3.slider("Time window (s)", 0.0, t_end, step=max(round(t_end / 200, 2), 0.1), key="tl_window",
+show = c1.radio(_("Show"), list(SHOW), format_func=SHOW.get, key="tl_show",
+                help=_("The story: top-priority requests that waited, the KV holders they waited on, and the "
+                       "lower-priority requests admitted ahead of them (one lane per class). All: every request."))
+chosen = c2.multiselect(_("Classes"), classes, key="tl_cls")
+c3.slider(_("Time window (s)"), 0.0, t_end, step=max(round(t_end / 200, 2), 0.1), key="tl_window",
           on_change=copy_window)
 window = (ss["tl_from"], ss["tl_to"])
 if show == "story":
@@ -45,16 +47,16 @@ options = [-1] + top_ids + ([ss["tl_req"]] if ss["tl_req"] >= 0 and ss["tl_req"]
 
 def label(i: int) -> str:
     if i < 0:
-        return "Pick a request to read its story (top-priority ones listed)"
+        return _("Pick a request to read its story (top-priority ones listed)")
     ttft = req.at[i, "ttft_s"]
     return f"#{i} {req.at[i, 'class']} · TTFT {text.seconds(ttft if pd.notna(ttft) else None)}"
 
 
-pick = st.selectbox("Read a request's story", options, format_func=label, key="tl_req")
+pick = st.selectbox(_("Read a request's story"), options, format_func=label, key="tl_req")
 viewstate.publish(params, defaults)
 
 if not lanes:
-    st.info("No request matches these filters (in the story view: no top-priority request waited in this window).",
+    st.info(_("No request matches these filters (in the story view: no top-priority request waited in this window)."),
             icon=":material/filter_alt_off:")
 else:
     if note:
@@ -67,36 +69,35 @@ else:
 if pick >= 0:
     row = req.loc[pick]
     mine = inversions.ahead(res, [pick])
-    st.subheader(f"Request #{pick}, step by step")
+    st.subheader(_("Request #{i}, step by step").format(i=pick))
     st.markdown("\n".join(f"1. {line}" for line in text.request_story(row, res.waits, res.holders, mine)))
     if len(mine):
-        st.markdown(f"**Admitted ahead of #{pick}** (lower priority, during its inversion episodes)")
-        st.dataframe(mine.rename(columns={"t_s": "admitted at (s)", "overtaker_need_blocks": "it needed (blocks)",
-                                          "need_blocks": f"#{pick} needed (blocks)"})
-                     [["overtaker", "overtaker_class", "admitted at (s)", "it needed (blocks)",
-                       f"#{pick} needed (blocks)"]],
-                     hide_index=True, width="stretch")
+        st.markdown(_("**Admitted ahead of #{i}** (lower priority, during its inversion episodes)").format(i=pick))
+        cols = {"overtaker": _("overtaker"), "overtaker_class": _("its class"), "t_s": _("admitted at (s)"),
+                "overtaker_need_blocks": _("it needed (blocks)"),
+                "need_blocks": _("#{i} needed (blocks)").format(i=pick)}
+        st.dataframe(mine.rename(columns=cols)[list(cols.values())], hide_index=True, width="stretch")
     w = res.waits[res.waits["request"] == pick]
     if len(w):
-        st.markdown(f"**#{pick}'s waits**")
+        st.markdown(_("**#{i}'s waits**").format(i=pick))
         st.dataframe(w[["start_s", "end_s", "duration_s", "reason", "need_blocks", "free_blocks", "short_by", "eta_s"]],
                      hide_index=True, width="stretch")
         on = inversions.waited_on(res, [pick])
         if len(on):
-            st.markdown(f"**KV holders #{pick} waited on** (the biggest three when each wait began)")
+            st.markdown(_("**KV holders #{i} waited on** (the biggest three when each wait began)").format(i=pick))
             st.dataframe(on[["start_s", "reason", "rank", "holder", "holder_class", "blocks"]], hide_index=True,
                          width="stretch")
 
-with st.expander("What the colours mean", icon=":material/palette:"):
-    st.markdown("\n".join(f"- **{label}** — {meaning}" for label, _, meaning in figures.reason_legend()))
-    st.caption("Each lane's thin line is the request's life, the bar in its class colour is it running; thick bars "
-               "are waits, coloured by reason; a dark diamond marks an inversion (a lower-priority request admitted "
-               "while it waited).")
-st.subheader("Alerts")
+with st.expander(_("What the colours mean"), icon=":material/palette:"):
+    st.markdown("\n".join(f"- **{label}** — {meaning}" for label, _c, meaning in figures.reason_legend()))
+    st.caption(_("Each lane's thin line is the request's life, the bar in its class colour is it running; thick bars "
+                 "are waits, coloured by reason; a dark diamond marks an inversion (a lower-priority request admitted "
+                 "while it waited)."))
+st.subheader(_("Alerts"))
 if sc.mitigations.alert_after_s is None:
-    st.caption("Alerts are off: set “Alert when a top request waits” under Mitigations to record a “why is it "
-               "waiting” snapshot whenever a top-priority request waits that long.")
+    st.caption(_("Alerts are off: set “Alert when a top request waits” under Mitigations to record a “why is it "
+                 "waiting” snapshot whenever a top-priority request waits that long."))
 elif len(res.alerts):
     st.dataframe(res.alerts, hide_index=True, width="stretch")
 else:
-    st.caption(f"No top-priority request waited {sc.mitigations.alert_after_s:g} s or more.")
+    st.caption(_("No top-priority request waited {s} s or more.").format(s=f"{sc.mitigations.alert_after_s:g}"))

@@ -20,7 +20,10 @@ from engine.policies import POLICIES as _POLICY_CLASSES
 from engine.presets import GPUS, MODELS
 from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, get_dotted, to_dict
 
+from .i18n import N_, _
+
 POLICIES = tuple(_POLICY_CLASSES)  # the engine's registry is the one list of policy names
+POLICY_UPSTREAM = "; ".join(f"{name}: {cls.upstream}" for name, cls in _POLICY_CLASSES.items())
 PRESET_KEY = "preset"
 DEFAULT_PRESET = "default"
 MAX_TEXT = 200  # longer URL values are refused before parsing (nothing legitimate is that long)
@@ -45,16 +48,17 @@ class Param:
 
     def describe_range(self) -> str:
         if self.kind == "choice":
-            return "one of " + ", ".join(self.options)
+            return _("one of {values}").format(values=", ".join(self.options))
         if self.kind == "names":
-            return "a comma-separated list of " + ", ".join(self.options)
+            return _("a comma-separated list of {values}").format(values=", ".join(self.options))
         if self.kind == "bool":
-            return "true or false"
+            return _("true or false")
         if self.kind == "text":
-            return f"up to {int(self.hi)} characters"
+            return _("up to {n} characters").format(n=int(self.hi))
         if self.kind == "ints":
-            return f"whole numbers from {fmt_number(self.lo)} to {fmt_number(self.hi)}, comma-separated"
-        return f"a number from {fmt_number(self.lo)} to {fmt_number(self.hi)}"
+            return _("whole numbers from {lo} to {hi}, comma-separated").format(lo=fmt_number(self.lo),
+                                                                                hi=fmt_number(self.hi))
+        return _("a number from {lo} to {hi}").format(lo=fmt_number(self.lo), hi=fmt_number(self.hi))
 
 
 def fmt_number(v: Any) -> str:
@@ -77,63 +81,64 @@ def _global_params(raw: dict) -> list[Param]:
     gpu, model = get_dotted(raw, "hardware.gpu", "H100-80G"), get_dotted(raw, "model.name", "Llama-3-8B")
     gpus = tuple(GPUS) + (() if gpu in GPUS else (gpu,))
     models = tuple(MODELS) + (() if model in MODELS else (model,))
-    upstream = "; ".join(f"{name}: {cls.upstream}" for name, cls in _POLICY_CLASSES.items())
     return [
-        Param("policy", "scheduler.policy", "choice", "Scheduling policy", options=POLICIES, section="sched",
-              help="fcfs and priority behave like vLLM v1; backfill skips a request that does not fit; "
-                   f"preempt lets a blocked request evict lower-priority ones. Upstream — {upstream}."),
-        Param("budget", "scheduler.max_num_batched_tokens", "int", "Token budget per step", 64, 65536, 512,
-              section="sched", help="max_num_batched_tokens: tokens one step may process (prefill + decode)."),
-        Param("seqs", "scheduler.max_num_seqs", "int", "Max running requests", 1, 4096, 16, section="sched",
-              help="max_num_seqs: at most this many requests run at once."),
-        Param("reserve", "mitigations.p0_token_reserve", "int", "Token reserve for the top priority", 0, 4096, 64,
-              section="mit", help="Tokens of every step's budget that only the most important class may use."),
-        Param("rmode", "mitigations.reserve_mode", "choice", "Reserve mode", options=("strict", "lendable"),
-              section="mit", help="strict: an unused reserve stays idle (costs throughput); "
-                                  "lendable: others may borrow it within the step."),
-        Param("kvres", "mitigations.p0_kv_reserve", "int", "KV reserve for the top priority (blocks)", 0, 1_000_000,
-              16, section="mit", help="KV blocks only the most important class may allocate."),
-        Param("inherit", "mitigations.inheritance", "bool", "Priority inheritance", section="mit",
-              help="While a top-priority request waits for KV, the requests holding it run first."),
-        Param("aging", "mitigations.aging_s", "float", "Aging: one level better every N s (0 = off)", 0, 100_000,
-              1.0, section="mit", help="A waiting request's priority improves by one level per N seconds."),
-        Param("pmode", "mitigations.preempt_mode", "choice", "Preemption mode", options=("recompute", "swap"),
-              section="mit", help="recompute drops the victim's KV (progress lost); swap copies it to host memory."),
-        Param("alert", "mitigations.alert_after_s", "float", "Alert when a top request waits (s, 0 = off)", 0,
+        Param("policy", "scheduler.policy", "choice", N_("Scheduling policy"), options=POLICIES, section="sched",
+              help=N_("fcfs and priority behave like vLLM v1; backfill skips a request that does not fit; preempt lets "
+                      "a blocked request evict lower-priority ones.")),
+        Param("budget", "scheduler.max_num_batched_tokens", "int", N_("Token budget per step"), 64, 65536, 512,
+              section="sched", help=N_("max_num_batched_tokens: tokens one step may process (prefill + decode).")),
+        Param("seqs", "scheduler.max_num_seqs", "int", N_("Max running requests"), 1, 4096, 16, section="sched",
+              help=N_("max_num_seqs: at most this many requests run at once.")),
+        Param("reserve", "mitigations.p0_token_reserve", "int", N_("Token reserve for the top priority"), 0, 4096,
+              64,
+              section="mit", help=N_("Tokens of every step's budget that only the most important class may use.")),
+        Param("rmode", "mitigations.reserve_mode", "choice", N_("Reserve mode"), options=("strict", "lendable"),
+              section="mit", help=N_("strict: an unused reserve stays idle (costs throughput); lendable: others may "
+                                     "borrow it within the step.")),
+        Param("kvres", "mitigations.p0_kv_reserve", "int", N_("KV reserve for the top priority (blocks)"), 0,
+              1_000_000, 16, section="mit", help=N_("KV blocks only the most important class may allocate.")),
+        Param("inherit", "mitigations.inheritance", "bool", N_("Priority inheritance"), section="mit",
+              help=N_("While a top-priority request waits for KV, the requests holding it run first.")),
+        Param("aging", "mitigations.aging_s", "float", N_("Aging: one level better every N s (0 = off)"), 0, 100_000,
+              1.0, section="mit", help=N_("A waiting request's priority improves by one level per N seconds.")),
+        Param("pmode", "mitigations.preempt_mode", "choice", N_("Preemption mode"), options=("recompute", "swap"),
+              section="mit",
+              help=N_("recompute drops the victim's KV (progress lost); swap copies it to host memory.")),
+        Param("alert", "mitigations.alert_after_s", "float", N_("Alert when a top request waits (s, 0 = off)"), 0,
               100_000, 0.5, none_at_zero=True, section="mit",
-              help="Record an alert with the holders when a top-priority request waits this long."),
-        Param("gpu", "hardware.gpu", "choice", "GPU", options=gpus, section="hw"),
-        Param("model", "model.name", "choice", "Model", options=models, section="hw"),
-        Param("tp", "hardware.num_gpus", "int", "GPUs per replica (tensor parallel)", 1, 8, 1, section="hw"),
-        Param("blocks", "kv.num_blocks", "int", "KV blocks override (0 = from memory)", 0, 10_000_000, 256,
-              none_at_zero=True, section="hw", help="Set the KV cache size directly instead of from GPU memory."),
-        Param("seed", "seed", "int", "Seed", 0, 2**32 - 1, 1, section="run"),
-        Param("dur", "duration_s", "float", "Arrivals for (s)", 1, 100_000, 10.0, section="run"),
-        Param("util", "hardware.gpu_memory_utilization", "float", "GPU memory utilization", 0.1, 1.0, 0.01,
+              help=N_("Record an alert with the holders when a top-priority request waits this long.")),
+        Param("gpu", "hardware.gpu", "choice", N_("GPU"), options=gpus, section="hw"),
+        Param("model", "model.name", "choice", N_("Model"), options=models, section="hw"),
+        Param("tp", "hardware.num_gpus", "int", N_("GPUs per replica (tensor parallel)"), 1, 8, 1, section="hw"),
+        Param("blocks", "kv.num_blocks", "int", N_("KV blocks override (0 = from memory)"), 0, 10_000_000, 256,
+              none_at_zero=True, section="hw", help=N_("Set the KV cache size directly instead of from GPU memory.")),
+        Param("seed", "seed", "int", N_("Seed"), 0, 2**32 - 1, 1, section="run"),
+        Param("dur", "duration_s", "float", N_("Arrivals for (s)"), 1, 100_000, 10.0, section="run"),
+        Param("util", "hardware.gpu_memory_utilization", "float", N_("GPU memory utilization"), 0.1, 1.0, 0.01,
               section="adv"),
-        Param("bs", "kv.block_size", "int", "KV block size (tokens)", 1, 1024, 16, section="adv"),
-        Param("lpt", "scheduler.long_prefill_token_threshold", "int", "Long-prefill chunk limit (0 = off)", 0,
+        Param("bs", "kv.block_size", "int", N_("KV block size (tokens)"), 1, 1024, 16, section="adv"),
+        Param("lpt", "scheduler.long_prefill_token_threshold", "int", N_("Long-prefill chunk limit (0 = off)"), 0,
               1_048_576, 256, section="adv"),
-        Param("wm", "scheduler.watermark", "float", "KV watermark (fraction kept free)", 0.0, 0.5, 0.01,
+        Param("wm", "scheduler.watermark", "float", N_("KV watermark (fraction kept free)"), 0.0, 0.5, 0.01,
               section="adv"),
-        Param("hostbw", "mitigations.host_bandwidth_gbs", "float", "Host link for swap (GB/s)", 1, 10_000, 1.0,
+        Param("hostbw", "mitigations.host_bandwidth_gbs", "float", N_("Host link for swap (GB/s)"), 1, 10_000, 1.0,
               section="adv"),
-        Param("reps", "replicas.count", "int", "Replicas", 1, 16, 1, section="adv"),
-        Param("routing", "replicas.routing", "choice", "Routing", options=("shared", "pinned"), section="adv",
-              help="shared: any replica; pinned: each class to its replicas.pin list."),
+        Param("reps", "replicas.count", "int", N_("Replicas"), 1, 16, 1, section="adv"),
+        Param("routing", "replicas.routing", "choice", N_("Routing"), options=("shared", "pinned"), section="adv",
+              help=N_("shared: any replica; pinned: each class to its replicas.pin list.")),
     ]
 
 
-def _length_param(short: str, base: str, spec: dict | None, label: str, section: str) -> Param | None:
+def _length_param(short: str, base: str, spec: dict | None, labels: tuple[str, str], section: str) -> Param | None:
     """A prompt/output size control: the constant value, or a lognormal's median (shape kept)."""
     spec = spec or {}
     dist = spec.get("dist", "constant")
     if dist == "constant":
-        return Param(short, f"{base}.value", "int", label, 1, 10_000_000, 100, section=section)
+        return Param(short, f"{base}.value", "int", labels[0], 1, 10_000_000, 100, section=section)
     if dist == "lognormal":
         scale = tuple(f"{base}.{k}" for k in ("p90", "max") if k in spec)
-        return Param(short, f"{base}.median", "int", label + " (median)", 1, 10_000_000, 100, scale=scale,
-                     section=section, help="The median; p90 and max scale with it, so the shape is kept.")
+        return Param(short, f"{base}.median", "int", labels[1], 1, 10_000_000, 100, scale=scale,
+                     section=section, help=N_("The median; p90 and max scale with it, so the shape is kept."))
     return None
 
 
@@ -149,10 +154,11 @@ def _class_params(raw: dict) -> list[Param]:
     for name in class_names(raw):
         spec, c, sec = raw["classes"][name] or {}, name.lower(), f"class:{name}"
         if (spec.get("arrival") or {}).get("process", "poisson") in ("poisson", "gamma", "on_off"):
-            out.append(Param(f"{c}_rate", f"classes.{name}.arrival.rate", "float", "Arrival rate (req/s)", 0,
+            out.append(Param(f"{c}_rate", f"classes.{name}.arrival.rate", "float", N_("Arrival rate (req/s)"), 0,
                              10_000, 0.05, section=sec))
-        for part, label in (("prompt", "Prompt tokens"), ("output", "Output tokens")):
-            p = _length_param(f"{c}_{part[:3]}", f"classes.{name}.{part}", spec.get(part), label, sec)
+        for part, labels in (("prompt", (N_("Prompt tokens"), N_("Prompt tokens (median)"))),
+                             ("output", (N_("Output tokens"), N_("Output tokens (median)")))):
+            p = _length_param(f"{c}_{part[:3]}", f"classes.{name}.{part}", spec.get(part), labels, sec)
             if p:
                 out.append(p)
     return out
@@ -163,15 +169,16 @@ def _cap_params(raw: dict) -> list[Param]:
     for name in class_names(raw):
         c, sec, base = name.lower(), f"class:{name}", f"classes.{name}.caps"
         out += [
-            Param(f"{c}_cap", f"{base}.max_prompt_tokens", "int", "Prompt cap (0 = none)", 0, 10_000_000, 512,
+            Param(f"{c}_cap", f"{base}.max_prompt_tokens", "int", N_("Prompt cap (0 = none)"), 0, 10_000_000, 512,
                   none_at_zero=True, section=sec),
-            Param(f"{c}_over", f"{base}.over_cap", "choice", "Over the cap", options=("reject", "split"), section=sec),
-            Param(f"{c}_run", f"{base}.max_running", "int", "Max running (0 = none)", 0, 65536, 1,
+            Param(f"{c}_over", f"{base}.over_cap", "choice", N_("Over the cap"), options=("reject", "split"),
+                  section=sec),
+            Param(f"{c}_run", f"{base}.max_running", "int", N_("Max running (0 = none)"), 0, 65536, 1,
                   none_at_zero=True, section=sec),
-            Param(f"{c}_kvcap", f"{base}.max_kv_blocks", "int", "Max KV blocks (0 = none)", 0, 10_000_000, 64,
+            Param(f"{c}_kvcap", f"{base}.max_kv_blocks", "int", N_("Max KV blocks (0 = none)"), 0, 10_000_000, 64,
                   none_at_zero=True, section=sec),
-            Param(f"{c}_pin", f"replicas.pin.{name}", "ints", "Pinned to replicas (e.g. 0,1; empty = any)", 0, 63,
-                  section=sec, help="With routing 'pinned', this class only goes to these replicas."),
+            Param(f"{c}_pin", f"replicas.pin.{name}", "ints", N_("Pinned to replicas (e.g. 0,1; empty = any)"), 0, 63,
+                  section=sec, help=N_("With routing 'pinned', this class only goes to these replicas.")),
         ]
     return out
 

@@ -12,19 +12,21 @@ from typing import Any
 
 from engine.scenario import Scenario, apply_overrides, from_dict, to_dict
 
+from .i18n import N_, _
 from .text import quoted
 from .views import COMPARE_SLOTS
 
-SIDEBAR = "Sidebar"
+SIDEBAR = N_("Sidebar")  # column 1's name (shown translated; the key stays this)
 
 
 def sidebar_config(sc: Scenario, low: str) -> list[tuple[str, str]]:
     """The sidebar's values of the settings the other columns choose (read-only)."""
     m = sc.mitigations
     cap = sc.request_class(low).caps.max_prompt_tokens
-    return [("Policy", sc.scheduler.policy), ("Token reserve", f"{m.p0_token_reserve:,}"),
-            ("KV reserve", f"{m.p0_kv_reserve:,} blocks"), ("Inheritance", "on" if m.inheritance else "off"),
-            (f"{low} prompt cap", f"{cap:,}" if cap else "none")]
+    return [(_("Policy"), sc.scheduler.policy), (_("Token reserve"), f"{m.p0_token_reserve:,}"),
+            (_("KV reserve"), _("{n:,} blocks").format(n=m.p0_kv_reserve)),
+            (_("Inheritance"), _("on") if m.inheritance else _("off")),
+            (_("{cls} prompt cap").format(cls=low), f"{cap:,}" if cap else _("none"))]
 
 
 def config_of(state: MutableMapping[str, Any], i: int) -> dict[str, Any]:
@@ -50,7 +52,7 @@ def refuse_duplicate(state: MutableMapping[str, Any], defaults: dict[str, Any], 
 
     stored = state.get(STORE, {}).get("compare", {})
     notes = []
-    taken = {SIDEBAR}
+    taken = {SIDEBAR, _(SIDEBAR)}
     for i in COMPARE_SLOTS:
         key = f"c{i}_name"
         if only is not None and i != only:
@@ -69,11 +71,14 @@ def refuse_duplicate(state: MutableMapping[str, Any], defaults: dict[str, Any], 
         back = stored.get(key, defaults[key])
         if back in taken:
             back = defaults[key] if defaults[key] not in taken else f"{defaults[key]} {i}"
-        why = "A name is needed" if not name else f"{quoted(name)} is already the name of another column"
         state[key] = back
         taken.add(back)
         if entering:
-            notes.append(f"{quoted(key)}: {why[0].lower() + why[1:]}; using {quoted(back)}")
+            why = _("a name is needed") if not name else _("{name} is already the name of another column").format(
+                name=quoted(name))
+            notes.append(_("{key}: {why}; using {back}").format(key=quoted(key), why=why, back=quoted(back)))
         else:
-            state[f"_{key}_error"] = f"{why}: names must differ. Back to {quoted(back)}."
+            why = _("A name is needed") if not name else _("{name} is already the name of another column").format(
+                name=quoted(name))
+            state[f"_{key}_error"] = _("{why}: names must differ. Back to {back}.").format(why=why, back=quoted(back))
     return notes

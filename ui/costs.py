@@ -11,6 +11,8 @@ from engine.cost import make_step_cost
 from engine.memory import MemoryBreakdown
 from engine.scenario import Scenario
 
+from .i18n import _
+
 CONTEXT = 1000  # tokens of context per decoding request in the examples
 
 
@@ -20,9 +22,9 @@ def step_table(sc: Scenario, mem: MemoryBreakdown) -> pd.DataFrame:
     cost = make_step_cost(sc.cost, mem)
     rows = []
     for b in (1, 8, 32, 128):
-        rows.append({"case": f"decode ×{b}", **cost.parts(b, b * CONTEXT, b * CONTEXT)})
+        rows.append({"case": _("decode ×{b}").format(b=b), **cost.parts(b, b * CONTEXT, b * CONTEXT)})
     budget = sc.scheduler.max_num_batched_tokens
-    rows.append({"case": f"prefill {budget:,} tok", **cost.parts(budget, budget * budget / 2, budget)})
+    rows.append({"case": _("prefill {n:,} tok").format(n=budget), **cost.parts(budget, budget * budget / 2, budget)})
     df = pd.DataFrame(rows)
     for k in ("compute_s", "memory_s", "overhead_s", "step_s"):
         df[k.replace("_s", "_ms")] = (df.pop(k) * 1000).round(2)

@@ -19,10 +19,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .figures import FONT, alpha, class_color
+from .i18n import N_, _
 
-COST = [("throughput_tok_s", "throughput (tok/s)", "#24292f", "solid", False),
-        ("batch_fill", "batch fill", "#57606a", "dash", True),
-        ("reserve_idle_token_frac", "idle reserve (share of budget)", "#bf8700", "dot", True)]
+COST = [("throughput_tok_s", N_("throughput (tok/s)"), "#24292f", "solid", False),
+        ("batch_fill", N_("batch fill"), "#57606a", "dash", True),
+        ("reserve_idle_token_frac", N_("idle reserve (share of budget)"), "#bf8700", "dot", True)]
 GAP = 0.05
 
 
@@ -71,8 +72,8 @@ def p99_panels(table: pd.DataFrame, classes: list[str], x_label: str, slos: dict
                                         **({"matches": "x"} if i > 1 else {}),
                                         **({"title": dict(text=x_label)} if last else {}))
         layout[f"yaxis{_ax(i)}"] = dict(anchor=f"x{_ax(i)}", domain=list(dom[i - 1]), rangemode="tozero")
-        title = (f"{classes[i - 1]} · P99 time to first token (s)" if not last
-                 else "Cost on the same axis: throughput, batch fill, idle reserve")
+        title = (_("{cls} · P99 time to first token (s)").format(cls=classes[i - 1]) if not last
+                 else _("Cost on the same axis: throughput, batch fill, idle reserve"))
         layout["annotations"].append(dict(text=title, x=0, xref="paper", xanchor="left", y=dom[i - 1][1],
                                           yref="paper", yanchor="bottom", showarrow=False,
                                           font=dict(size=13, color="#24292f")))
@@ -85,49 +86,55 @@ def p99_panels(table: pd.DataFrame, classes: list[str], x_label: str, slos: dict
             data.append(dict(
                 type="scatter", xaxis=xa, yaxis=ya, mode="lines", fill="toself", fillcolor=alpha(color, 0.18),
                 x=np.concatenate([ok["value"], ok["value"][::-1]]), y=np.concatenate([ok["hi"], ok["lo"][::-1]]),
-                line=dict(width=0), hoverinfo="skip", showlegend=False, name=f"{name} min–max over seeds"))
+                line=dict(width=0), hoverinfo="skip", showlegend=False,
+                name=_("{cls} min–max over seeds").format(cls=name)))
             data.append(dict(
-                type="scatter", xaxis=xa, yaxis=ya, mode="lines+markers", name=f"{name} P99 TTFT",
+                type="scatter", xaxis=xa, yaxis=ya, mode="lines+markers",
+                name=_("{cls} P99 TTFT").format(cls=name),
                 showlegend=False, x=ok["value"].to_numpy(), y=ok["mid"].to_numpy(),
                 line=dict(color=color, width=2.2), marker=dict(size=6, color=color),
                 customdata=np.column_stack([ok["lo"], ok["hi"], ok["seeds"]]),
-                hovertemplate=f"{x_label}: %{{x:,.4g}}<br>{name} P99 TTFT %{{y:.3g}} s (median of "
-                              "%{customdata[2]} seeds; %{customdata[0]:.3g}–%{customdata[1]:.3g})<extra></extra>"))
+                hovertemplate=f"{x_label}: %{{x:,.4g}}<br>" + _(
+                    "{cls} P99 TTFT %{{y:.3g}} s (median of %{{customdata[2]}} seeds; "
+                    "%{{customdata[0]:.3g}}–%{{customdata[1]:.3g}})").format(cls=name) + "<extra></extra>"))
         rej = agg[agg["rejected"] > 0]
         if len(rej):
             data.append(dict(
-                type="scatter", xaxis=xa, yaxis=ya, mode="markers", name="some requests rejected",
+                type="scatter", xaxis=xa, yaxis=ya, mode="markers", name=_("some requests rejected"),
                 showlegend=False, x=rej["value"].to_numpy(), y=rej["mid"].fillna(0.0).to_numpy(),
                 marker=dict(symbol="x-thin", size=12, line=dict(width=2.5, color="#cf222e")),
-                text=[f"{name}: {r:,} of {t:,} rejected at this setting — the P99 is over the rest only"
-                      for r, t in zip(rej["rejected"], rej["n"])],
+                text=[_("{cls}: {r:,} of {t:,} rejected at this setting — the P99 is over the rest only").format(
+                      cls=name, r=r, t=t) for r, t in zip(rej["rejected"], rej["n"])],
                 hovertemplate="%{text}<extra></extra>"))
         slo = slos.get(name)
         if slo is not None:
             layout["shapes"].append(dict(type="line", xref=f"{xa} domain", x0=0, x1=1, yref=ya, y0=slo, y1=slo,
                                          line=dict(color=color, dash="dot", width=1.2)))
-            layout["annotations"].append(dict(text=f"SLO {slo:g} s", x=1.0, xref="paper", xanchor="left", xshift=6,
+            layout["annotations"].append(dict(text=_("SLO {s} s").format(s=f"{slo:g}"), x=1.0, xref="paper",
+                                              xanchor="left", xshift=6,
                                               y=slo, yref=ya, showarrow=False, font=dict(size=11, color=color)))
     xa, ya, y2 = f"x{_ax(rows)}", f"y{_ax(rows)}", f"y{rows + 1}"
     layout[f"yaxis{rows + 1}"] = dict(anchor=xa, overlaying=ya, side="right", rangemode="tozero", tickformat=".0%",
-                                      showgrid=False, title=dict(text="share"))
+                                      showgrid=False, title=dict(text=_("share")))
     layout[f"yaxis{_ax(rows)}"]["title"] = dict(text="tok/s")
     cost = table.drop_duplicates(["value", "seed"]).groupby("value")
     for col, label, color, dash, share in COST:
         if col == "reserve_idle_token_frac" and not (table[col] > 0).any():
             continue
         m = cost[col].mean()
-        data.append(dict(type="scatter", xaxis=xa, yaxis=y2 if share else ya, mode="lines+markers", name=label,
+        data.append(dict(type="scatter", xaxis=xa, yaxis=y2 if share else ya, mode="lines+markers",
+                         name=_(label),
                          x=m.index.to_numpy(), y=m.to_numpy(), line=dict(color=color, dash=dash, width=1.8),
                          marker=dict(size=5, color=color),
-                         hovertemplate=f"{label}: %{{y:{'.0%' if share else ',.0f'}}}<extra></extra>"))
+                         hovertemplate=f"{_(label)}: %{{y:{'.0%' if share else ',.0f'}}}<extra></extra>"))
     if not any(d["yaxis"] in (ya, y2) for d in data):  # keep the legend's place while nothing is drawn
-        data.append(dict(type="scatter", xaxis=xa, yaxis=ya, x=[], y=[], name="throughput (tok/s)",
+        data.append(dict(type="scatter", xaxis=xa, yaxis=ya, x=[], y=[], name=_(COST[0][1]),
                          line=dict(color=COST[0][2])))
     if knee is not None:
         layout["shapes"].append(dict(type="line", xref="x", x0=knee, x1=knee, yref="paper", y0=0, y1=1,
                                      line=dict(color="#1a7f37", width=2)))
-        layout["annotations"].append(dict(text=f"<b>knee</b>: {knee_text}", x=knee, xref="x", y=1.0, yref="paper",
+        layout["annotations"].append(dict(text=_("<b>knee</b>: {v}").format(v=knee_text), x=knee, xref="x", y=1.0,
+                                          yref="paper",
                                           yanchor="bottom", yshift=24, showarrow=False, bgcolor="rgba(255,255,255,0.9)",
                                           font=dict(size=12, color="#1a7f37")))
     return go.Figure(dict(data=data, layout=layout))

@@ -20,6 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .figures import FONT, alpha, class_color
+from .i18n import _
 from .inversions import Lane
 from .vocab import look, shown
 
@@ -61,7 +62,7 @@ def _markers(n: int) -> str:
 
 
 def _blocks(n) -> str:
-    return f"{int(n):,} blocks" if n is not None and n >= 0 else "? blocks"
+    return _("{n:,} blocks").format(n=int(n)) if n is not None and n >= 0 else _("? blocks")
 
 
 def merge_close(ep: pd.DataFrame, gap: float) -> pd.DataFrame:
@@ -103,13 +104,14 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         data.append(_line(xs, ys, f"{name} life", alpha(color, 0.45), 1.5, legend=False, group=name))
         ran = r["first_scheduled_s"].notna().to_numpy()
         xs, ys = _segments(r["first_scheduled_s"][ran], r["finish_s"][ran].fillna(t_end), yy[ran])
-        data.append(_line(xs, ys, f"{name} running", color, 5, group=name))
+        data.append(_line(xs, ys, _("{cls} running").format(cls=name), color, 5, group=name))
     w = waits[waits["request"].isin(ids) & (waits["end_s"] >= lo) & (waits["start_s"] <= hi)]
     for r in shown():
         seg = w[w["reason"] == r.label]
         if len(seg):
             xs, ys = _segments(seg["start_s"], seg["end_s"], seg["request"].map(y_of))
-            data.append(_line(xs, ys, f"waiting: {r.label}", look(r.label).color, 10, group="waits"))
+            data.append(_line(xs, ys, _("waiting: {reason}").format(reason=r.label), look(r.label).color, 10,
+                              group="waits"))
     ep = episodes[episodes["request"].isin(ids) & (episodes["end_s"] >= lo) & (episodes["start_s"] <= hi)]
     if len(ep):
         merged = merge_close(ep, (hi - lo) / 1500.0)
@@ -124,17 +126,18 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         a = got_ahead[ok]
         ty = np.array([t for t in target if t is not None], dtype=float)
         xs, ys = _verticals(a["t_s"], a["request"].map(y_of), ty)
-        data.append(_line(xs, ys, "admitted ahead (connector)", CONNECTOR, 1))
+        data.append(_line(xs, ys, _("admitted ahead (connector)"), CONNECTOR, 1))
         ticks = a.assign(y=ty).groupby(["overtaker", "t_s", "y"], as_index=False).agg(
             cls=("overtaker_class", "first"), need=("overtaker_need_blocks", "first"),
             who=("request", lambda s: ", ".join(f"#{i}" for i in sorted(set(s)))),
             their=("need_blocks", "max"))
         data.append(dict(
-            type=_markers(len(ticks)), x=ticks["t_s"], y=ticks["y"], mode="markers", name="admitted ahead",
+            type=_markers(len(ticks)), x=ticks["t_s"], y=ticks["y"], mode="markers", name=_("admitted ahead"),
             marker=dict(symbol="line-ns-open", size=13, line=dict(width=2),
                         color=[class_color(classes, c) for c in ticks["cls"]]),
-            text=[f"<b>#{o} {c}</b> admitted at {t:.2f} s needing {_blocks(n)}<br>ahead of {who} "
-                  f"(which needed {_blocks(th)})" for o, c, t, n, who, th in
+            text=[_("<b>#{o} {cls}</b> admitted at {t:.2f} s needing {need}<br>ahead of {who} (which needed "
+                    "{their})").format(o=o, cls=c, t=t, need=_blocks(n), who=who, their=_blocks(th))
+                  for o, c, t, n, who, th in
                   zip(ticks["overtaker"], ticks["cls"], ticks["t_s"], ticks["need"], ticks["who"], ticks["their"])],
             hovertemplate="%{text}<extra></extra>", showlegend=False))
     if len(held):
@@ -142,7 +145,7 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         h = held[hy.notna()]
         if len(h):
             xs, ys = _verticals(h["start_s"], h["request"].map(y_of), h["holder"].map(y_of))
-            data.append(_line(xs, ys, "waited on (KV holder)", "rgba(207,34,46,0.55)", 1.4, dash="dot"))
+            data.append(_line(xs, ys, _("waited on (KV holder)"), "rgba(207,34,46,0.55)", 1.4, dash="dot"))
 
     # 3. hover: one invisible marker per wait segment (who held KV, who got in ahead meanwhile);
     #    a diamond where inversion starts on a lane (thinned to one per ~1/400 of the window)
@@ -153,7 +156,7 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         d = ep.assign(slot=np.floor(ep["start_s"] / quantum)).drop_duplicates(["request", "slot"])
         data.append(dict(type=_markers(len(d)), x=d["start_s"], y=d["request"].map(y_of), mode="markers",
                          marker=dict(symbol="diamond", size=7, color=INVERSION_COLOR), hoverinfo="skip",
-                         legendgroup="inversion", name="inversion: a lower-priority request admitted"))
+                         legendgroup="inversion", name=_("inversion: a lower-priority request admitted")))
 
     # layout: three panels on one x axis
     n = max(len(lanes), 1)
@@ -175,15 +178,16 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         yaxis=dict(anchor="x", domain=list(doms[0]), range=[-(n - 0.5), 0.5], showgrid=False, zeroline=False,
                    fixedrange=True, **(dict(tickvals=[-k for k in range(len(lanes))], ticktext=ticktext,
                                             tickfont=dict(size=11)) if labelled else
-                                       dict(showticklabels=False, title=dict(text=f"{len(lanes)} requests")))),
+                                       dict(showticklabels=False,
+                                            title=dict(text=_("{n} requests").format(n=len(lanes)))))),
         xaxis2=dict(anchor="y2", domain=[0, 1], matches="x", showticklabels=False),
-        yaxis2=dict(anchor="x2", domain=list(doms[1]), rangemode="tozero", title=dict(text="inverted")),
-        xaxis3=dict(anchor="y3", domain=[0, 1], matches="x", title=dict(text="time (s)")),
-        yaxis3=dict(anchor="x3", domain=list(doms[2]), rangemode="tozero", title=dict(text="KV blocks")),
+        yaxis2=dict(anchor="x2", domain=list(doms[1]), rangemode="tozero", title=dict(text=_("inverted"))),
+        xaxis3=dict(anchor="y3", domain=[0, 1], matches="x", title=dict(text=_("time (s)"))),
+        yaxis3=dict(anchor="x3", domain=list(doms[2]), rangemode="tozero", title=dict(text=_("KV blocks"))),
         annotations=[
-            dict(text="Inversion over time: requests of each class inverted at once", x=0, xref="paper",
+            dict(text=_("Inversion over time: requests of each class inverted at once"), x=0, xref="paper",
                  xanchor="left", y=doms[1][1], yref="paper", yanchor="bottom", showarrow=False, font=dict(size=13)),
-            dict(text="KV cache held, by class", x=0, xref="paper", xanchor="left", y=doms[2][1], yref="paper",
+            dict(text=_("KV cache held, by class"), x=0, xref="paper", xanchor="left", y=doms[2][1], yref="paper",
                  yanchor="bottom", showarrow=False, font=dict(size=13)),
         ],
         shapes=[],
@@ -203,9 +207,11 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         if len(s) and (s["value"] > 0).any():
             color = class_color(classes, name)
             data.append(dict(type="scatter", x=s["t_s"], y=s["value"], xaxis="x2", yaxis="y2", mode="lines",
-                             name=f"{name} inverted", line=dict(color=color, width=1.5, shape="hv"), fill="tozeroy",
+                             name=_("{cls} inverted").format(cls=name), line=dict(color=color, width=1.5, shape="hv"),
+                             fill="tozeroy",
                              fillcolor=alpha(color, 0.15),
-                             hovertemplate=f"{name}: %{{y:.2f}} requests inverted at once<extra></extra>"))
+                             hovertemplate=_("{cls}: %{{y:.2f}} requests inverted at once").format(cls=name)
+                             + "<extra></extra>"))
     # KV, downsampled to at most MAX_KV_POINTS steps in the window
     st_ = steps[steps["replica"] == replica] if "replica" in steps else steps
     st_ = st_[(st_["t_s"] >= lo) & (st_["t_s"] <= hi)]
@@ -217,13 +223,14 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         if col in st_:
             color = class_color(classes, name)
             data.append(dict(type="scatter", x=t, y=st_[col].to_numpy(), xaxis="x3", yaxis="y3", mode="lines",
-                             stackgroup="kv", name=f"{name} KV", line=dict(width=0.5, color=color, shape="hv"),
-                             hovertemplate=f"{name}: %{{y}} blocks<extra></extra>"))
+                             stackgroup="kv", name=_("{cls} KV").format(cls=name),
+                             line=dict(width=0.5, color=color, shape="hv"),
+                             hovertemplate=_("{cls}: %{{y}} blocks").format(cls=name) + "<extra></extra>"))
     data.append(dict(type="scatter", x=[lo, hi], y=[capacity, capacity], xaxis="x3", yaxis="y3", mode="lines",
-                     name="KV capacity", line=dict(color="#24292f", dash="dash", width=1.5), hoverinfo="skip"))
+                     name=_("KV capacity"), line=dict(color="#24292f", dash="dash", width=1.5), hoverinfo="skip"))
     if kv_reserve > 0:
         data.append(dict(type="scatter", x=[lo, hi], y=[capacity - kv_reserve] * 2, xaxis="x3", yaxis="y3",
-                         mode="lines", name=f"{classes[0]} KV reserve", hoverinfo="skip",
+                         mode="lines", name=_("{cls} KV reserve").format(cls=classes[0]), hoverinfo="skip",
                          line=dict(color=class_color(classes, classes[0]), dash="dot", width=1.5)))
     return go.Figure(dict(data=data, layout=layout))
 
@@ -232,7 +239,7 @@ def _wait_hover(w: pd.DataFrame, requests: pd.DataFrame, held: pd.DataFrame, got
                 y_of: dict) -> dict:
     """Invisible markers at wait midpoints: reason, KV need, holders, and who was admitted ahead."""
     names = dict(zip(requests["id"], requests["class"].astype(str)))
-    held_text = {k: ", ".join(f"#{r} {c} ({b:,} blocks)"
+    held_text = {k: _(", ").join(_("#{r} {cls} ({b:,} blocks)").format(r=r, cls=c, b=b)
                               for r, c, b in zip(g["holder"], g["holder_class"], g["blocks"]))
                  for k, g in held.groupby("wait")} if len(held) else {}
     ahead_by_wait: dict[int, list[str]] = {}
@@ -243,22 +250,26 @@ def _wait_hover(w: pd.DataFrame, requests: pd.DataFrame, held: pd.DataFrame, got
         m = m[m["end_s"] >= m["t_s"]]
         for wid, o, c, t, n in zip(m["id"], m["overtaker"], m["overtaker_class"], m["t_s"],
                                    m["overtaker_need_blocks"]):
-            ahead_by_wait.setdefault(int(wid), []).append(f"#{o} {c} at {t:.2f} s ({_blocks(n)})")
+            ahead_by_wait.setdefault(int(wid), []).append(
+                _("#{o} {cls} at {t:.2f} s ({need})").format(o=o, cls=c, t=t, need=_blocks(n)))
     text = []
     for wid, rid, dur, reason, need, free, short, eta in zip(
             w["id"], w["request"], w["duration_s"], w["reason"], w["need_blocks"], w["free_blocks"],
             w["short_by"], w["eta_s"]):
-        lines = [f"<b>#{rid} {names.get(rid, '')}</b> waits {dur:.2f} s: {look(reason).short}"]
+        lines = [_("<b>#{rid} {cls}</b> waits {d:.2f} s: {why}").format(rid=rid, cls=names.get(rid, ""), d=dur,
+                                                                          why=look(reason).short)]
         if need >= 0 and short >= 0:
-            lines.append(f"needs {need:,} KV blocks, {free:,} free (short by {short:,})")
+            lines.append(_("needs {need:,} KV blocks, {free:,} free (short by {short:,})").format(
+                need=need, free=free, short=short))
         if wid in held_text:
-            lines.append("waited on: " + held_text[wid])
+            lines.append(_("waited on: {who}").format(who=held_text[wid]))
         if eta == eta:
-            lines.append(f"enough blocks expected in ~{eta:.1f} s")
+            lines.append(_("enough blocks expected in ~{eta:.1f} s").format(eta=eta))
         got = ahead_by_wait.get(int(wid), [])
         if got:
-            more = f"<br>… and {len(got) - 5} more" if len(got) > 5 else ""
-            lines.append(f"{len(got)} lower-priority admitted ahead meanwhile:<br>" + "<br>".join(got[:5]) + more)
+            more = "<br>" + _("… and {k} more").format(k=len(got) - 5) if len(got) > 5 else ""
+            lines.append(_("{k} lower-priority admitted ahead meanwhile:").format(k=len(got)) + "<br>"
+                         + "<br>".join(got[:5]) + more)
         text.append("<br>".join(lines))
     return dict(type=_markers(len(w)), x=(w["start_s"] + w["end_s"]) / 2, y=w["request"].map(y_of), mode="markers",
                 marker=dict(size=12, opacity=0), text=text, customdata=w["request"],

@@ -11,10 +11,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .vocab import REASONS, shown
+from .i18n import _
+from .vocab import look, shown
 
 CLASS_COLORS = ["#cf222e", "#0969da", "#8250df", "#bf8700", "#1a7f37", "#57606a"]
-FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12, color="#24292f")
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, Noto Sans CJK SC, Microsoft YaHei, sans-serif", size=12,
+            color="#24292f")  # the CJK fallbacks draw the Chinese labels
 
 
 def class_color(names: list[str], name: str) -> str:
@@ -45,16 +47,16 @@ def add_kv_traces(fig: go.Figure, steps: pd.DataFrame, classes: list[str], capac
     where = dict(row=row, col=1) if row else {}
     for name in classes:
         fig.add_trace(go.Scatter(
-            x=t, y=s[f"kv_{name}"].to_numpy(), name=f"{name} KV", stackgroup="kv", mode="lines",
+            x=t, y=s[f"kv_{name}"].to_numpy(), name=_("{cls} KV").format(cls=name), stackgroup="kv", mode="lines",
             line=dict(width=0.5, color=class_color(classes, name), shape="hv"),
-            hovertemplate=f"{name}: %{{y}} blocks<extra></extra>",
+            hovertemplate=_("{cls}: %{{y}} blocks").format(cls=name) + "<extra></extra>",
         ), **where)
     span = [t.min(), t.max()] if len(t) else [0, 1]
-    fig.add_trace(go.Scatter(x=span, y=[capacity, capacity], name="KV capacity", mode="lines",
+    fig.add_trace(go.Scatter(x=span, y=[capacity, capacity], name=_("KV capacity"), mode="lines",
                              line=dict(color="#24292f", dash="dash", width=1.5), hoverinfo="skip"), **where)
     if kv_reserve > 0:
         y = capacity - kv_reserve
-        fig.add_trace(go.Scatter(x=span, y=[y, y], name=f"{classes[0]} KV reserve", mode="lines",
+        fig.add_trace(go.Scatter(x=span, y=[y, y], name=_("{cls} KV reserve").format(cls=classes[0]), mode="lines",
                                  line=dict(color=class_color(classes, classes[0]), dash="dot", width=1.5),
                                  hoverinfo="skip"), **where)
 
@@ -64,9 +66,9 @@ def kv_usage(steps: pd.DataFrame, classes: list[str], capacity: int, kv_reserve:
     """KV usage over time stacked by class, with capacity and reserve lines."""
     fig = go.Figure()
     add_kv_traces(fig, _replica_steps(steps, replica), classes, capacity, kv_reserve)
-    fig.update_yaxes(title_text="KV blocks", rangemode="tozero")
-    fig.update_xaxes(title_text="time (s)")
-    return _style(fig, 360, "KV cache held, by class")
+    fig.update_yaxes(title_text=_("KV blocks"), rangemode="tozero")
+    fig.update_xaxes(title_text=_("time (s)"))
+    return _style(fig, 360, _("KV cache held, by class"))
 
 
 def waiting_queue(steps: pd.DataFrame, classes: list[str], replica: int = 0) -> go.Figure:
@@ -76,10 +78,10 @@ def waiting_queue(steps: pd.DataFrame, classes: list[str], replica: int = 0) -> 
     for name in classes:
         fig.add_trace(go.Scatter(x=s["t_s"], y=s[f"waiting_{name}"], name=name, mode="lines",
                                  line=dict(color=class_color(classes, name), width=1.5, shape="hv"),
-                                 hovertemplate=f"{name}: %{{y}} waiting<extra></extra>"))
-    fig.update_yaxes(title_text="waiting requests", rangemode="tozero")
-    fig.update_xaxes(title_text="time (s)")
-    return _style(fig, 360, "Waiting queue, by class")
+                                 hovertemplate=_("{cls}: %{{y}} waiting").format(cls=name) + "<extra></extra>"))
+    fig.update_yaxes(title_text=_("waiting requests"), rangemode="tozero")
+    fig.update_xaxes(title_text=_("time (s)"))
+    return _style(fig, 360, _("Waiting queue, by class"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,8 +108,8 @@ def ttft_cdf(runs: dict[str, pd.DataFrame], classes: list[str]) -> go.Figure:
                                                dash=dashes[k % 4], width=2, shape="hv"),
                                      hovertemplate=f"{label}: %{{y:.0%}} ≤ %{{x:.2f}} s<extra></extra>"),
                           row=1, col=j)
-            fig.update_xaxes(title_text="TTFT (s)", row=1, col=j)
-    fig.update_yaxes(title_text="fraction of requests", tickformat=".0%", row=1, col=1)
+            fig.update_xaxes(title_text=_("TTFT (s)"), row=1, col=j)
+    fig.update_yaxes(title_text=_("fraction of requests"), tickformat=".0%", row=1, col=1)
     _style(fig, 400)
     fig.update_layout(hovermode="closest", legend=dict(y=-0.25))
     return fig
@@ -119,15 +121,15 @@ GIB = 1024**3
 def memory_bar(total: float, weights: float, activations: float, kv: float, title: str) -> go.Figure:
     """Per-GPU memory: weights, activation reserve, KV cache and what is left unused (GiB)."""
     unused = max(total - weights - activations - kv, 0.0)
-    parts = [("weights", weights, "#57606a"), ("activations", activations, "#bf8700"),
-             ("KV cache", kv, "#0969da"), ("unused (utilization limit)", unused, "#d0d7de")]
+    parts = [(_("weights"), weights, "#57606a"), (_("activations"), activations, "#bf8700"),
+             (_("KV cache"), kv, "#0969da"), (_("unused (utilization limit)"), unused, "#d0d7de")]
     fig = go.Figure()
     for name, v, color in parts:
         fig.add_trace(go.Bar(y=["GPU"], x=[v / GIB], name=name, orientation="h", marker_color=color,
                              text=f"{name}<br>{v / GIB:.1f} GiB", textposition="inside",
                              hovertemplate=f"{name}: {v / GIB:.2f} GiB<extra></extra>"))
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title_text="GiB per GPU", range=[0, total / GIB])
+    fig.update_xaxes(title_text=_("GiB per GPU"), range=[0, total / GIB])
     fig.update_yaxes(showticklabels=False)
     _style(fig, 220, title)
     fig.update_layout(hovermode="closest", legend=dict(y=-0.45))  # short figure: legend clear of the axis title
@@ -137,17 +139,17 @@ def memory_bar(total: float, weights: float, activations: float, kv: float, titl
 def step_time_bars(rows: pd.DataFrame) -> go.Figure:
     """Compute vs memory time per step kind (ms); the step takes the larger plus overhead."""
     fig = go.Figure()
-    for col, name, color in (("compute_ms", "compute", "#8250df"), ("memory_ms", "memory", "#0969da"),
-                             ("step_ms", "step (max + overhead)", "#24292f")):
+    for col, name, color in (("compute_ms", _("compute"), "#8250df"), ("memory_ms", _("memory"), "#0969da"),
+                             ("step_ms", _("step (max + overhead)"), "#24292f")):
         fig.add_trace(go.Bar(x=rows["case"], y=rows[col], name=name, marker_color=color,
                              hovertemplate=f"{name}: %{{y:.2f}} ms<extra></extra>"))
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="ms per step")
-    _style(fig, 340, "Step time model: compute vs memory")
+    fig.update_yaxes(title_text=_("ms per step"))
+    _style(fig, 340, _("Step time model: compute vs memory"))
     fig.update_layout(hovermode="closest")
     return fig
 
 
 def reason_legend() -> list[tuple[str, str, str]]:
     """(label, colour, explanation) for every wait reason, for the page's legend table."""
-    return [(r.label, REASONS[r].color, REASONS[r].explain) for r in shown()]
+    return [(r.label, look(r.label).color, look(r.label).explain) for r in shown()]

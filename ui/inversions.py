@@ -18,6 +18,8 @@ import pandas as pd
 
 from engine import Result
 
+from .i18n import _
+
 AHEAD_COLUMNS = ["request", "overtaker", "overtaker_class", "overtaker_priority", "t_s", "overtaker_need_blocks",
                  "need_blocks", "replica"]
 
@@ -170,8 +172,8 @@ def story_lanes(res: Result, classes: list[str], window: tuple[float, float], li
     top = top[top["class"].astype(str).isin(classes)].sort_values("arrival_s")
     note = None
     if len(top) > limit:
-        note = (f"Showing the first {limit} of {len(top):,} top-priority requests that waited in this window; "
-                "narrow the time window to see the others.")
+        note = _("Showing the first {limit} of {n:,} top-priority requests that waited in this window; narrow the "
+                 "time window to see the others.").format(limit=limit, n=len(top))
         top = top.head(limit)
     ids = top["id"].tolist()
     got_ahead = ahead(res, ids)
@@ -182,10 +184,10 @@ def story_lanes(res: Result, classes: list[str], window: tuple[float, float], li
     hold = hold[hold["class"].astype(str).isin(classes)]
     for i, c in zip(hold["id"], hold["class"]):
         blocks = int(held.loc[held["holder"] == i, "blocks"].max())
-        lanes.append(Lane(int(i), f"#{i} {c} · held {blocks:,} blocks", str(c), "holder"))
+        lanes.append(Lane(int(i), _("#{i} {cls} · held {b:,} blocks").format(i=i, cls=c, b=blocks), str(c), "holder"))
     for c in [c for c in classes if c in set(got_ahead["overtaker_class"])]:
         n = got_ahead.loc[got_ahead["overtaker_class"] == c, "overtaker"].nunique()
-        lanes.append(Lane(f"ahead:{c}", f"{c} admitted ahead ({n:,})", c, "ahead"))
+        lanes.append(Lane(f"ahead:{c}", _("{cls} admitted ahead ({n:,})").format(cls=c, n=n), c, "ahead"))
     return lanes, got_ahead, held, note
 
 
@@ -198,8 +200,8 @@ def all_lanes(res: Result, classes: list[str], window: tuple[float, float], limi
     r = r.sort_values(["priority", "arrival_s"])
     note = None
     if len(r) > limit:
-        note = (f"Showing {limit} of {len(r):,} requests in this window (top priority first, then by arrival); "
-                "narrow the time window or the classes to see the others.")
+        note = _("Showing {limit} of {n:,} requests in this window (top priority first, then by arrival); narrow the "
+                 "time window or the classes to see the others.").format(limit=limit, n=len(r))
         r = r.head(limit)
     lanes = [Lane(int(i), f"#{i} {c}", str(c), "top" if p == r["priority"].min() else "request")
              for i, c, p in zip(r["id"], r["class"], r["priority"])]

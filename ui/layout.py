@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
+from .i18n import _
 from .state import Lab
 from .text import Kpi, plain
 
 
 def header(lab: Lab, title: str, subtitle: str) -> None:
     st.title(title)
-    name = lab.scenario.title or lab.scenario.name
-    st.caption(f"{subtitle} · Scenario: {plain(name)}")
+    name = _(lab.scenario.title) if lab.scenario.title else lab.scenario.name
+    st.caption(_("{subtitle} · Scenario: {name}").format(subtitle=subtitle, name=plain(name)))
 
 
 def kpi_row(kpis: list[Kpi], cols: int | None = None) -> None:
@@ -25,4 +26,4 @@ def description(sc) -> None:
     """The scenario's own description (what to look at), as inert text."""
     if sc.description.strip():
         with st.container(border=True):
-            st.markdown(":material/menu_book: " + plain(" ".join(sc.description.split())))
+            st.markdown(":material/menu_book: " + plain(_(" ".join(sc.description.split()))))

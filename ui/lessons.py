@@ -1,14 +1,17 @@
-"""Workshop lessons: `lessons/NN-*.md` files with a YAML header (scenario, runs, question, claims).
+"""Workshop lessons: `lessons/NN-slug.md` files with a YAML header, and the claims they make.
 
-The header is the lesson's contract: which scenario + overrides to run, the question and its
-answer, and machine-checkable claims (tests run them against the engine, so a narrative cannot
-drift from what the simulator actually does). Pure: no streamlit import.
+The header is the lesson's contract: which scenario + overrides to run, the time box and goal,
+the question and its answer, machine-checkable claims (tests run them against the engine, so a
+narrative cannot drift from what the simulator actually does), the chart, the discussion
+prompts. `NN` orders the lessons; the slug (the name after it) is what a link carries, so the
+order can change without breaking links. Pure: no streamlit import.
 """
 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,11 +20,14 @@ import yaml
 from engine import Result, ScenarioError
 from engine.scenario import Scenario, load, load_raw
 
-from . import codec
+from . import codec, derived
+from .i18n import N_, _, folded, translate_markdown
 from .text import percent, seconds, top_holder_classes
 
 LESSON_DIR = Path(__file__).resolve().parent.parent / "lessons"
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
+CHARTS = ("timeline", "bars", "sweep", "dashboard")
+_PREFIX = re.compile(r"^\d+-")
 
 
 @dataclass(frozen=True)
@@ -36,9 +42,16 @@ class Lesson:
     claims: tuple[dict, ...]
     reveal: str
     body: str
+    minutes: int = 5
+    goal: str = ""
+    prompts: tuple[str, ...] = ()
+    chart: dict = field(default_factory=lambda: {"kind": "bars"})
+    show: tuple[str, ...] = ()
+    article: dict | None = None  # {metric, runs: [a, b], says}: the article's illustrative number
+    sizing: bool = False  # offer the reserve-sizing aid
 
     def scenarios(self) -> list[Scenario]:
-        return [load(self.scenario, o) for _, o in self.runs]
+        return [load(self.scenario, o) for _label, o in self.runs]
 
     def load_values(self) -> dict:
         """Sidebar values (short names) that reproduce the lesson's last run."""
@@ -46,16 +59,39 @@ class Lesson:
         return c.changed(c.values_from_scenario(self.scenarios()[-1]))
 
 
+def slug_of(path: Path) -> str:
+    return _PREFIX.sub("", path.stem)
+
+
 def parse(path: Path) -> Lesson:
     text = path.read_text(encoding="utf-8")
-    _, head, body = text.split("---", 2)
+    _lead, head, body = text.split("---", 2)
     h = yaml.safe_load(head)
-    return Lesson(
-        slug=path.stem, title=h["title"], scenario=h["scenario"],
+    chart = dict(h.get("chart") or {"kind": "bars"})
+    if chart.get("kind") not in CHARTS:
+        raise ValueError(f"chart kind must be one of {', '.join(CHARTS)}")
+    lesson = Lesson(
+        slug=slug_of(path), title=h["title"], scenario=h["scenario"],
         runs=tuple((r["label"], dict(r.get("set") or {})) for r in h["runs"]),
         question=h["question"], options=tuple(h["options"]), answer=int(h["answer"]),
-        claims=tuple(h.get("claims") or ()), reveal=" ".join(str(h["reveal"]).split()), body=body.strip(),
+        claims=tuple(h.get("claims") or ()), reveal=folded(h["reveal"]), body=body.strip(),
+        minutes=int(h.get("minutes", 5)), goal=folded(h.get("goal", "")),
+        prompts=tuple(folded(p) for p in h.get("prompts") or ()), chart=chart,
+        show=tuple(h.get("show") or ()), article=h.get("article"), sizing=bool(h.get("sizing", False)),
     )
+    if not 0 <= lesson.answer < len(lesson.options):
+        raise ValueError("answer is not one of the options")
+    return lesson
+
+
+def localized(lesson: Lesson) -> Lesson:
+    """The lesson's text in the current language (numbers, runs and claims unchanged)."""
+    article = dict(lesson.article, says=_(lesson.article["says"])) if lesson.article else None
+    return replace(
+        lesson, title=_(lesson.title), question=_(lesson.question), options=tuple(_(o) for o in lesson.options),
+        reveal=_(lesson.reveal), body=translate_markdown(lesson.body), goal=_(lesson.goal),
+        prompts=tuple(_(p) for p in lesson.prompts), runs=tuple((_(label), o) for label, o in lesson.runs),
+        article=article)
 
 
 def all_lessons(folder: Path = LESSON_DIR) -> list[Lesson]:
@@ -63,50 +99,95 @@ def all_lessons(folder: Path = LESSON_DIR) -> list[Lesson]:
 
 
 def metric(res: Result, name: str):
-    """`P0.ttft_p99` (class metric), `throughput_tok_s` (summary) or `top_holder` (top class)."""
+    """`P0.ttft_p99` (class metric), `throughput_tok_s` (summary), `top_holder` (top class) or a
+    derived number (`dash.kv_use`, `overtaken_later`, `wrong_holder_share`, `replica0.kv_use`)."""
     s = res.summary
     if name == "top_holder":
         top = next(iter(s["classes"].values()))
         holders = top_holder_classes(res.waits, res.holders, top["priority"])
         return holders[0][0] if holders else None
-    if "." in name:
-        cls, key = name.split(".", 1)
-        return s["classes"][cls][key]
-    return s[name]
+    head = name.split(".", 1)[0]
+    if head in s["classes"]:
+        return s["classes"][head][name.split(".", 1)[1]]
+    if name in s:
+        return s[name]
+    return derived.metric(res, name)
 
 
 def check(claim: dict, results: list[Result]) -> tuple[bool, str]:
     """(holds, sentence) for one claim against the lesson's results."""
     v = metric(results[claim["run"]], claim["metric"])
     if "other" in claim:
-        ref = metric(results[claim["other"]], claim["metric"]) * claim.get("factor", 1.0)
+        other = metric(results[claim["other"]], claim["metric"])
+        ref = None if other is None else other * claim.get("factor", 1.0)
     else:
         ref = claim["value"]
-    ok = v is not None and OPS[claim["op"]](v, ref)
-    return ok, f"{claim['metric']} of run {claim['run'] + 1} = {_fmt(v)} {claim['op']} {_fmt(ref)}"
+    ok = v is not None and ref is not None and OPS[claim["op"]](v, ref)
+    where = _("run {n}").format(n=claim["run"] + 1)
+    rhs = _fmt(ref)
+    if "other" in claim:
+        rhs = _("{factor} × run {n} = {value}").format(factor=f"{claim.get('factor', 1.0):g}", n=claim["other"] + 1,
+                                                      value=_fmt(ref))
+    return ok, f"{claim['metric']} ({where}) = {_fmt(v)} {claim['op']} {rhs}"
 
 
 def _fmt(v) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
+METRIC_LABELS = {  # extra reveal rows a lesson may ask for (`show:`); formats below
+    "overtaken_later": N_("Lower-priority admissions ahead of a waiting P0 that arrived after it"),
+    "wrong_holder_share": N_("P0 KV-wait time that ended while its biggest holder still ran"),
+    "dash.gpu_busy": N_("Dashboard: GPU busy"),
+    "dash.kv_use": N_("Dashboard: KV use (mean)"),
+    "dash.waiting_mean": N_("Dashboard: requests waiting (mean)"),
+    "dash.waiting_peak": N_("Dashboard: requests waiting (highest 15-s mean)"),
+    "dash.throughput": N_("Dashboard: throughput (tok/s)"),
+    "batch_fill": N_("Batch fill"),
+    "reserve_idle_token_frac": N_("Idle reserve (share of the budget)"),
+    "replica0.kv_use": N_("Replica 0: KV use (mean)"),
+    "replica1.kv_use": N_("Replica 1: KV use (mean)"),
+    "P2.e2e_p99": N_("P2 P99 end to end"),
+}
+_SHARE = {"wrong_holder_share", "dash.gpu_busy", "dash.kv_use", "batch_fill", "reserve_idle_token_frac",
+          "replica0.kv_use", "replica1.kv_use"}
+
+
+def metric_label(name: str) -> str:
+    return _(METRIC_LABELS[name]) if name in METRIC_LABELS else name
+
+
+def fmt_metric(name: str, v) -> str:
+    if v is None:
+        return "–"
+    if name in _SHARE:
+        return f"{v:.1%}" if name == "reserve_idle_token_frac" else percent(v)
+    if name.endswith(("_p99", "_p50")):
+        return seconds(v)
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    return f"{v:,}"
+
+
 def reveal_table(lesson: Lesson, results: list[Result]) -> pd.DataFrame:
-    """The numbers the reveal shows: one column per run."""
+    """The numbers the reveal shows: one column per run (labels as given), one row per number."""
     cols = {}
-    for (label, _), res in zip(lesson.runs, results):
+    for (label, _o), res in zip(lesson.runs, results):
         s = res.summary
         top, c = next(iter(s["classes"].items()))
-        low, d = list(s["classes"].items())[-1]
-        cols[label] = {
-            f"{top} P99 TTFT": seconds(c["ttft_p99"]),
-            f"{top} SLO met": percent(c["slo_attainment"]),
-            f"{top} inversion time": f"{c['inversion_s']:.1f} s",
-            f"{top} blocked time": f"{c['blocked_s']:.1f} s",
-            f"{low} P99 TTFT": seconds(d["ttft_p99"]),
-            "Throughput": f"{s['throughput_tok_s']:,.0f} tok/s",
-            "Alerts": f"{s['alerts']}",
-            "Main KV holder when it waits": str(metric(res, "top_holder") or "–"),
-        }
+        col = {}
+        for name, k in s["classes"].items():
+            col[_("{cls} P99 TTFT").format(cls=name)] = seconds(k["ttft_p99"])
+        col[_("{cls} SLO met").format(cls=top)] = percent(c["slo_attainment"])
+        col[_("{cls} inversion time").format(cls=top)] = f"{c['inversion_s']:.1f} s"
+        col[_("{cls} blocked time").format(cls=top)] = f"{c['blocked_s']:.1f} s"
+        col[_("Throughput")] = f"{s['throughput_tok_s']:,.0f} tok/s"
+        col[_("GPUs")] = f"{s.get('gpus', 1)}"
+        col[_("Alerts")] = f"{s['alerts']}"
+        col[_("Main KV holder when it waits")] = str(metric(res, "top_holder") or "–")
+        for name in lesson.show:
+            col[metric_label(name)] = fmt_metric(name, metric(res, name))
+        cols[label] = col
     return pd.DataFrame(cols)
 
 
@@ -118,7 +199,7 @@ def safe_lessons() -> tuple[list[Lesson], list[str]]:
             lesson = parse(p)
             lesson.scenarios()
             good.append(lesson)
-        except (ScenarioError, KeyError, ValueError, yaml.YAMLError) as err:
+        except (ScenarioError, KeyError, ValueError, TypeError, yaml.YAMLError) as err:
             bad.append(f"{p.name}: {err}")
     return good, bad
 
@@ -126,3 +207,7 @@ def safe_lessons() -> tuple[list[Lesson], list[str]]:
 def stamp(folder: Path = LESSON_DIR) -> tuple:
     """(name, modification time) of every lesson file: a cache key that changes with the files."""
     return tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.md")))
+
+
+def total_minutes(items: list[Lesson], recap: int = 0) -> int:
+    return sum(lesson.minutes for lesson in items) + recap

@@ -17,6 +17,7 @@ from typing import Any
 from engine.scenario import Scenario, ScenarioError
 
 from .codec import DEFAULT_PRESET, PRESET_KEY, Codec, fmt_number, fmt_value, parse
+from .i18n import _
 from .text import plain, quoted
 
 
@@ -34,7 +35,7 @@ class LinkCheck:
 
 def _shown(v: Any) -> str:
     text = fmt_number(v)
-    return quoted(text) if text else "(none)"
+    return quoted(text) if text else _("(none)")
 
 
 def _last(value: Any) -> tuple[str, int]:
@@ -52,12 +53,13 @@ def check_link(query: dict[str, Any], presets: list[str], codec_for: Callable[[s
         if text in presets:
             out.preset = text
             if times > 1:
-                out.notes.append(f"{quoted(PRESET_KEY)} appears {times} times in the link; using the last one, "
-                                 f"{quoted(text)}")
+                out.notes.append(_("{key} appears {n} times in the link; using the last one, {value}").format(
+                    key=quoted(PRESET_KEY), n=times, value=quoted(text)))
                 out.set[PRESET_KEY] = text
         else:
-            out.notes.append(f"{quoted(PRESET_KEY)} = {quoted(text)} is not a shipped scenario (use one of "
-                             f"{', '.join(presets)}); using {DEFAULT_PRESET}")
+            out.notes.append(_("{key} = {value} is not a shipped scenario (use one of {names}); using "
+                               "{default}").format(key=quoted(PRESET_KEY), value=quoted(text),
+                                                   names=", ".join(presets), default=DEFAULT_PRESET))
             out.drop.add(PRESET_KEY)
     codec = codec_for(out.preset)
     for key, raw_value in query.items():
@@ -66,11 +68,12 @@ def check_link(query: dict[str, Any], presets: list[str], codec_for: Callable[[s
         text, times = _last(raw_value)
         p = codec.by_short.get(key)
         if p is None and key not in view_keys:
-            out.notes.append(f"{quoted(key)} is not a setting of this scenario or page; ignored")
+            out.notes.append(_("{key} is not a setting of this scenario or page; ignored").format(key=quoted(key)))
             out.drop.add(key)
             continue
         if times > 1:
-            out.notes.append(f"{quoted(key)} appears {times} times in the link; only the last value counts")
+            out.notes.append(_("{key} appears {n} times in the link; only the last value counts").format(
+                key=quoted(key), n=times))
             out.set[key] = text
         if p is None:
             out.view[key] = text
@@ -78,8 +81,9 @@ def check_link(query: dict[str, Any], presets: list[str], codec_for: Callable[[s
         try:
             out.values[key] = parse(p, text)
         except ValueError:
-            out.notes.append(f"{quoted(key)} = {quoted(text)} is not valid for {p.label} ({p.describe_range()}); "
-                             f"using the preset's value {_shown(codec.defaults[key])}")
+            out.notes.append(_("{key} = {value} is not valid for {label} ({range}); using the preset's value "
+                               "{default}").format(key=quoted(key), value=quoted(text), label=_(p.label),
+                                                   range=p.describe_range(), default=_shown(codec.defaults[key])))
             out.drop.add(key)
             out.set.pop(key, None)
     return out
@@ -106,10 +110,12 @@ def runnable_subset(codec: Codec, values: dict[str, Any], why_not: Callable[[Sce
     for key in values:
         rest = {k: v for k, v in values.items() if k != key}
         if problem(rest) is None:
-            return rest, [f"{quoted(key)} = {quoted(fmt_number(values[key]))} cannot run with this scenario "
-                          f"({reason}); using the preset's value {_shown(codec.defaults[key])}"]
+            return rest, [_("{key} = {value} cannot run with this scenario ({reason}); using the preset's value "
+                            "{default}").format(key=quoted(key), value=quoted(fmt_number(values[key])),
+                                                reason=reason, default=_shown(codec.defaults[key]))]
     shown = ", ".join(quoted(f"{k}={fmt_number(v)}") for k, v in values.items())
-    return {}, [f"The link's settings {shown} cannot run together ({reason}); using the preset's values"]
+    return {}, [_("The link's settings {shown} cannot run together ({reason}); using the preset's values").format(
+        shown=shown, reason=reason)]
 
 
 def check_view(params: list, defaults: dict[str, Any], texts: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
@@ -120,11 +126,12 @@ def check_view(params: list, defaults: dict[str, Any], texts: dict[str, str]) ->
     for key, text in texts.items():
         p = by_short.get(key)
         if p is None:
-            notes.append(f"{quoted(key)} is not a setting of this page; ignored")
+            notes.append(_("{key} is not a setting of this page; ignored").format(key=quoted(key)))
             continue
         try:
             values[key] = parse(p, text)
         except ValueError:
-            notes.append(f"{quoted(key)} = {quoted(text)} is not valid for {p.label} ({p.describe_range()}); "
-                         f"using {_shown(fmt_value(p, defaults[key]))}")
+            notes.append(_("{key} = {value} is not valid for {label} ({range}); using {default}").format(
+                key=quoted(key), value=quoted(text), label=_(p.label), range=p.describe_range(),
+                default=_shown(fmt_value(p, defaults[key]))))
     return values, notes

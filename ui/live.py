@@ -12,8 +12,9 @@ import hashlib
 
 import streamlit as st
 
-from . import runs
+from . import i18n, runs
 from .fig_sweep import p99_panels
+from .i18n import _
 from .sweeps import Plan, frame, knee
 
 POLL_S = 0.25
@@ -35,6 +36,7 @@ def sweep(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | 
 
 def _draw(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | None],
           x_range: tuple[float, float], unit: str, polling: bool) -> None:
+    i18n.set_language(st.session_state.get("lang"))  # a fragment's rerun runs without the frame
     pool = runs.run_pool()
     done, failed = pool.results(runs.viewer_id(), plan.keys)
     total = len(plan.keys)
@@ -50,21 +52,24 @@ def _draw(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | 
     with st.container(key=f"sweep_{fingerprint(plan)}_{stage}"):
         settings = len(plan.values) - len(plan.refused)
         if complete:
-            st.caption(f"{total} runs: {settings} settings × {len(plan.seeds)} seeds · band = min–max over seeds, "
-                       "line = median · ✕ = some of the class's requests were rejected there")
+            st.caption(_("{total} runs: {settings} settings × {seeds} seeds · band = min–max over seeds, line = median "
+                         "· ✕ = some of the class's requests were rejected there").format(
+                total=total, settings=settings, seeds=len(plan.seeds)))
         else:
-            first = "the coarse curve is drawn; refining" if drawn else "computing a coarse curve"
-            st.caption(f":material/progress_activity: {len(done)} of {total} runs done — {first} (every setting, "
-                       "then more seeds); the controls stay live")
+            first = _("the coarse curve is drawn; refining") if drawn else _("computing a coarse curve")
+            st.caption(":material/progress_activity: " + _(
+                "{done} of {total} runs done — {first} (every setting, then more seeds); the controls stay "
+                "live").format(done=len(done), total=total, first=first))
         knee_text = f"{best:,.4g} {unit}" if best is not None else ""
         cache = st.session_state.setdefault("_sweep_fig", {})
-        tag = (fingerprint(plan), drawn, best, x_label, tuple(sorted(slos.items(), key=str)), x_range)
+        tag = (fingerprint(plan), drawn, best, x_label, tuple(sorted(slos.items(), key=str)), x_range, i18n.language())
         if cache.get("tag") != tag:  # a new figure only at a milestone: the browser redraws 4 times, not 12
             cache.update(tag=tag, fig=p99_panels(table, classes, x_label, slos, x_range, best, knee_text))
         st.plotly_chart(cache["fig"], key="sw_fig", theme=None, config={"displaylogo": False})
         if failed:
             first = next(iter(failed.values()))
-            st.warning(f"{len(failed)} of {total} runs failed ({first}).", icon=":material/error:")
+            st.warning(_("{k} of {total} runs failed ({first}).").format(k=len(failed), total=total, first=first),
+                       icon=":material/error:")
         if complete:
             _verdict(plan, table, top, slo, best, unit)
 
@@ -83,12 +88,15 @@ def milestone(plan: Plan, finished: set[str]) -> int:
 
 def _verdict(plan: Plan, table, top: str, slo: float | None, best: float | None, unit: str) -> None:
     if slo is None:
-        st.caption(f"{top} has no TTFT SLO in this scenario, so no knee is marked.")
+        st.caption(_("{top} has no TTFT SLO in this scenario, so no knee is marked.").format(top=top))
         return
     if best is None:
-        st.warning(f"No setting in this range keeps {top}'s P99 TTFT under its {slo:g} s SLO for every seed "
-                   "(settings that reject more requests than the others do not count).", icon=":material/trending_up:")
+        st.warning(_("No setting in this range keeps {top}'s P99 TTFT under its {slo} s SLO for every seed (settings "
+                     "that reject more requests than the others do not count).").format(top=top, slo=f"{slo:g}"),
+                   icon=":material/trending_up:")
         return
-    which = {"low": "smallest", "high": "largest"}[plan.knob.prefer]
-    st.success(f"Knee: **{best:,.4g} {unit}** — the {which} setting at which {top}'s P99 TTFT stays under "
-               f"{slo:g} s for every seed.", icon=":material/flag:")
+    text = {"low": _("Knee: **{v} {unit}** — the smallest setting at which {top}'s P99 TTFT stays under {slo} s for "
+                     "every seed."),
+            "high": _("Knee: **{v} {unit}** — the largest setting at which {top}'s P99 TTFT stays under {slo} s for "
+                      "every seed.")}[plan.knob.prefer]
+    st.success(text.format(v=f"{best:,.4g}", unit=unit, top=top, slo=f"{slo:g}"), icon=":material/flag:")

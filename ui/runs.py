@@ -57,3 +57,22 @@ def viewer_id() -> str:
 def sweep_plan(sc_key: str, knob: str, values: tuple[float, ...], seeds: tuple[int, ...], cls: str | None) -> Plan:
     """The sweep's points and run order (cached: building them validates every point)."""
     return plan(from_dict(json.loads(sc_key)), knob, list(values), list(seeds), cls, why_not=why_not)
+
+
+def summaries(keys: list[str], purpose: str = "ws", timeout_s: float = 180.0) -> tuple[dict[str, dict], dict[str, str]]:
+    """Summaries of many scenarios from the shared pool, waiting until all have finished (or the
+    timeout): the workshop's sweeps, the sizing aid and the recap. Runs any session already made
+    come back at once. A wish list of its own per purpose, so it never replaces a P99 sweep's."""
+    import time
+
+    pool = run_pool()
+    viewer = f"{viewer_id()}-{purpose}"
+    keys = list(dict.fromkeys(keys))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pool.want(viewer, keys)
+        done, failed = pool.results(viewer, keys)
+        if len(done) + len(failed) >= len(keys) or time.monotonic() > deadline:
+            pool.want(viewer, [])
+            return done, failed
+        time.sleep(0.1)

@@ -24,7 +24,8 @@ from engine.scenario import load_shipped
 
 from . import codec as codec_mod
 from . import limits, links, runs, uploads
-from .codec import Codec, Param
+from .codec import POLICY_UPSTREAM, Codec, Param
+from .i18n import N_, _
 from .state import PAGES, Lab
 from .text import plain
 from .views import VIEW_KEYS
@@ -34,8 +35,10 @@ RAN = "_ran"  # the control values of the last run that succeeded
 REFUSED = "_refused"  # (control, message) of a change that was refused
 REVERT = "_revert"  # a message: the last run failed and the controls went back
 LINK_NOTES = "_link_notes"
-SECTIONS = {"sched": ("Scheduler", ":material/schedule:"), "mit": ("Mitigations", ":material/shield:"),
-            "hw": ("GPU and model", ":material/memory:"), "run": ("Run", ":material/casino:")}
+PENDING_LOAD = "_pending_load"  # (preset, values) a page asked for; applied before the controls render
+LANG_KEY = "lang"  # the language switch (ui.i18n), bound to the URL like the controls
+SECTIONS = {"sched": (N_("Scheduler"), ":material/schedule:"), "mit": (N_("Mitigations"), ":material/shield:"),
+            "hw": (N_("GPU and model"), ":material/memory:"), "run": (N_("Run"), ":material/casino:")}
 
 
 @lru_cache(maxsize=32)
@@ -103,8 +106,9 @@ def _on_control(short: str) -> None:
     back = ran.get(short, c.defaults[short])
     p = c.by_short[short]
     ss[short] = back
-    ss[REFUSED] = (short, f"{plain(codec_mod.fmt_value(p, values[short]))} cannot run: {plain(reason)}. "
-                          f"Back to {plain(codec_mod.fmt_value(p, back))}, the last value that ran.")
+    ss[REFUSED] = (short, _("{value} cannot run: {reason}. Back to {back}, the last value that ran.").format(
+        value=plain(codec_mod.fmt_value(p, values[short])), reason=plain(reason),
+        back=plain(codec_mod.fmt_value(p, back))))
 
 
 def _judge_link(page: str, presets: list[str]) -> None:
@@ -114,7 +118,7 @@ def _judge_link(page: str, presets: list[str]) -> None:
     query = {k: st.query_params.get_all(k) for k in st.query_params}
     if not query:
         return
-    verdict = links.check_link(query, presets, preset_codec, VIEW_KEYS.get(page, frozenset()))
+    verdict = links.check_link(query, presets, preset_codec, VIEW_KEYS.get(page, frozenset()) | {LANG_KEY})
     values, notes = links.runnable_subset(preset_codec(verdict.preset), verdict.values, limits.why_not)
     drop = verdict.drop | (set(verdict.values) - set(values))
     if verdict.notes or notes:
@@ -130,22 +134,26 @@ def _judge_link(page: str, presets: list[str]) -> None:
 
 
 def _widget(box, p: Param, default) -> None:
-    kw = dict(key=p.short, bind="query-params", help=p.help or None, on_change=_on_control, args=(p.short,))
+    help_ = _(p.help) if p.help else None
+    if p.short == "policy":
+        help_ = f"{help_} " + _("Upstream — {u}.").format(u=POLICY_UPSTREAM)
+    kw = dict(key=p.short, bind="query-params", help=help_, on_change=_on_control, args=(p.short,))
+    label = _(p.label)
     if p.kind == "choice":
         if len(p.options) == 2:
-            box.radio(p.label, p.options, index=p.options.index(default), horizontal=True, **kw)
+            box.radio(label, p.options, index=p.options.index(default), horizontal=True, **kw)
         else:
-            box.selectbox(p.label, p.options, index=p.options.index(default), **kw)
+            box.selectbox(label, p.options, index=p.options.index(default), **kw)
     elif p.kind == "ints":
-        box.text_input(p.label, value=default, max_chars=40, **kw)
+        box.text_input(label, value=default, max_chars=40, **kw)
     elif p.kind == "bool":
-        box.toggle(p.label, value=default, **kw)
+        box.toggle(label, value=default, **kw)
     elif p.short == "reserve":
-        box.slider(p.label, int(p.lo), int(p.hi), int(default), int(p.step), **kw)
+        box.slider(label, int(p.lo), int(p.hi), int(default), int(p.step), **kw)
     elif p.kind == "int":
-        box.number_input(p.label, int(p.lo), int(p.hi), int(default), int(p.step), **kw)
+        box.number_input(label, int(p.lo), int(p.hi), int(default), int(p.step), **kw)
     else:
-        box.number_input(p.label, float(p.lo), float(p.hi), float(default), float(p.step), format="%g", **kw)
+        box.number_input(label, float(p.lo), float(p.hi), float(default), float(p.step), format="%g", **kw)
     refused = st.session_state.get(REFUSED)
     if refused and refused[0] == p.short:
         box.error(refused[1], icon=":material/block:")
@@ -159,7 +167,7 @@ def _controls(c: Codec) -> dict:
     sections = {p.short: p.section for p in c.params}
 
     def box_for(title: str, icon: str, sec: str, expanded: bool):
-        return st.sidebar.expander(title, icon=icon, expanded=expanded or sections.get(refused) == sec)
+        return st.sidebar.expander(_(title), icon=icon, expanded=expanded or sections.get(refused) == sec)
 
     sb = st.sidebar
     for sec in ("sched", "mit"):
@@ -167,10 +175,11 @@ def _controls(c: Codec) -> dict:
         box = box_for(title, icon, sec, True)
         for p in by_section.get(sec, []):
             _widget(box, p, c.defaults[p.short])
-    sb.caption("Traffic per class (priority: lower number = more important, as in vLLM)")
+    sb.caption(_("Traffic per class (priority: lower number = more important, as in vLLM)"))
     for name in c.class_names:
         prio = (c.raw["classes"][name] or {}).get("priority", 0)
-        box = box_for(f"{name} · priority {prio}", ":material/group:", f"class:{name}", False)
+        box = box_for(_("{cls} · priority {prio}").format(cls=name, prio=prio), ":material/group:", f"class:{name}",
+                      False)
         for p in by_section.get(f"class:{name}", []):
             _widget(box, p, c.defaults[p.short])
     for sec in ("hw", "run"):
@@ -178,7 +187,7 @@ def _controls(c: Codec) -> dict:
         box = box_for(title, icon, sec, False)
         for p in by_section.get(sec, []):
             _widget(box, p, c.defaults[p.short])
-    box = box_for("More engine knobs", ":material/tune:", "adv", False)
+    box = box_for(N_("More engine knobs"), ":material/tune:", "adv", False)
     for p in by_section.get("adv", []):
         _widget(box, p, c.defaults[p.short])
     return {p.short: st.session_state[p.short] for p in c.params}
@@ -200,19 +209,22 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     presets = scenario_names()
     if "_link_checked" not in ss:
         _judge_link(page, presets)
+    if (pending := ss.pop(PENDING_LOAD, None)) is not None:
+        load_scenario(*pending)
     sb = st.sidebar
-    sb.selectbox("Scenario", presets, index=presets.index(codec_mod.DEFAULT_PRESET), key=codec_mod.PRESET_KEY,
-                 bind="query-params", on_change=_on_preset, help="A shipped scenario; the controls start from it.")
+    sb.selectbox(_("Scenario"), presets, index=presets.index(codec_mod.DEFAULT_PRESET), key=codec_mod.PRESET_KEY,
+                 bind="query-params", on_change=_on_preset, help=_("A shipped scenario; the controls start from it."))
     preset = ss[codec_mod.PRESET_KEY]
     uploaded = UPLOAD_KEY in ss
     c = codec_of(preset)
     _revert_if_asked(c)
     if uploaded:
-        sb.info(f"Using the uploaded scenario {plain(c.raw.get('name', 'uploaded'))}", icon=":material/upload_file:")
+        sb.info(_("Using the uploaded scenario {name}").format(name=plain(c.raw.get("name", "uploaded"))),
+                icon=":material/upload_file:")
     cols = sb.columns(2)
-    cols[1].button("Reset", icon=":material/restart_alt:", on_click=_on_reset, width="stretch",
-                   help="Back to the preset's values")
-    share_box = cols[0].popover("Share", icon=":material/link:", width="stretch")
+    cols[1].button(_("Reset"), icon=":material/restart_alt:", on_click=_on_reset, width="stretch",
+                   help=_("Back to the preset's values"))
+    share_box = cols[0].popover(_("Share"), icon=":material/link:", width="stretch")
     if msg := ss.get(REVERT):
         sb.error(msg, icon=":material/undo:")
     values = _controls(c)
@@ -241,10 +253,11 @@ def _run(c: Codec, values: dict, eager: bool):
     if ran == values:  # what last ran no longer runs (e.g. an upload changed): the preset's values
         ran = c.defaults
         if values == c.defaults:
-            st.error(f"This scenario cannot run: {plain(reason)}", icon=":material/error:")
+            st.error(_("This scenario cannot run: {reason}").format(reason=plain(reason)), icon=":material/error:")
             st.stop()
     ss["_revert_to"] = ran
-    ss[REVERT] = f"That combination cannot run ({plain(reason)}); the controls are back to the last values that ran."
+    ss[REVERT] = _("That combination cannot run ({reason}); the controls are back to the last values that ran.").format(
+        reason=plain(reason))
     st.rerun()
 
 
@@ -252,9 +265,9 @@ def fill_share(box, lab: Lab) -> None:
     """The Share popover: this page with the scenario's and the view's settings."""
     with box:
         if lab.uploaded:
-            st.write("An uploaded scenario cannot travel in a link: download its YAML instead.")
+            st.write(_("An uploaded scenario cannot travel in a link: download its YAML instead."))
             return
-        st.caption("This link opens this page with these settings (only values that differ from the preset):")
+        st.caption(_("This link opens this page with these settings (only values that differ from the preset):"))
         st.code(share_url(lab), language=None, wrap_lines=True)
 
 
@@ -271,21 +284,21 @@ def share_url(lab: Lab) -> str:
 
 
 def _files(lab: Lab) -> None:
-    box = st.sidebar.expander("Import and export", icon=":material/swap_vert:")
-    box.download_button("Scenario (YAML)", to_yaml(lab.scenario), f"{lab.scenario.name}.yaml",
+    box = st.sidebar.expander(_("Import and export"), icon=":material/swap_vert:")
+    box.download_button(_("Scenario (YAML)"), to_yaml(lab.scenario), f"{lab.scenario.name}.yaml",
                         "application/x-yaml", icon=":material/download:", on_click="ignore", width="stretch")
-    box.download_button("Requests (CSV)", lambda: lab.result.requests.to_csv(index=False), "requests.csv",
+    box.download_button(_("Requests (CSV)"), lambda: lab.result.requests.to_csv(index=False), "requests.csv",
                         "text/csv", icon=":material/download:", on_click="ignore", width="stretch")
-    box.download_button("Steps (CSV)", lambda: lab.result.steps.to_csv(index=False), "steps.csv",
+    box.download_button(_("Steps (CSV)"), lambda: lab.result.steps.to_csv(index=False), "steps.csv",
                         "text/csv", icon=":material/download:", on_click="ignore", width="stretch")
-    box.file_uploader("Upload a scenario (YAML, ≤ 1 MB)", type=["yaml", "yml"], key="_up_yaml",
+    box.file_uploader(_("Upload a scenario (YAML, ≤ 1 MB)"), type=["yaml", "yml"], key="_up_yaml",
                       on_change=_on_yaml_upload)
-    box.file_uploader("Upload a trace (CSV/JSONL, ≤ 20 MB)", type=["csv", "jsonl", "json"], key="_up_trace",
+    box.file_uploader(_("Upload a trace (CSV/JSONL, ≤ 20 MB)"), type=["csv", "jsonl", "json"], key="_up_trace",
                       on_change=_on_trace_upload)
     if err := st.session_state.pop("_upload_error", None):  # shown once: the next rerun starts clean
         box.error(plain(err), icon=":material/error:")
     if lab.uploaded:
-        box.button("Discard the upload", on_click=_on_reset_upload, width="stretch")
+        box.button(_("Discard the upload"), on_click=_on_reset_upload, width="stretch")
 
 
 def _on_yaml_upload() -> None:

@@ -26,6 +26,7 @@ from engine import Result
 from engine.scenario import Scenario
 
 from .codec import Codec
+from .i18n import N_
 
 ROOT = Path(__file__).resolve().parent.parent
 ICON = ROOT / "ui" / "icon.png"  # served by the app itself: no font CDN at page load
@@ -45,18 +46,20 @@ class PageSpec:
 
 
 PAGES = (
-    PageSpec("pages/playground.py", "Playground", ":material/science:",
-             "Per-class numbers against the same traffic without remedies"),
-    PageSpec("pages/timeline.py", "Timeline", ":material/timeline:",
-             "Who waited, why, and who got in ahead", "timeline"),
-    PageSpec("pages/p99.py", "P99 curves", ":material/show_chart:", "Sweep one knob; curves redraw live", "p99"),
-    PageSpec("pages/compare.py", "Compare", ":material/compare_arrows:",
-             "Two or three configurations on the same traffic", "compare"),
-    PageSpec("pages/workshop.py", "Workshop", ":material/school:", "Six short lessons", "workshop"),
-    PageSpec("pages/memory.py", "GPU & memory", ":material/memory:", "Where the HBM goes; what a step costs",
+    PageSpec("pages/playground.py", N_("Playground"), ":material/science:",
+             N_("Per-class numbers against the same traffic without remedies")),
+    PageSpec("pages/timeline.py", N_("Timeline"), ":material/timeline:",
+             N_("Who waited, why, and who got in ahead"), "timeline"),
+    PageSpec("pages/p99.py", N_("P99 curves"), ":material/show_chart:", N_("Sweep one knob; curves redraw live"),
+             "p99"),
+    PageSpec("pages/compare.py", N_("Compare"), ":material/compare_arrows:",
+             N_("Two or three configurations on the same traffic"), "compare"),
+    PageSpec("pages/workshop.py", N_("Workshop"), ":material/school:",
+             N_("Eleven lessons, presenter mode, a recap and a handout"), "workshop"),
+    PageSpec("pages/memory.py", N_("GPU & memory"), ":material/memory:", N_("Where the HBM goes; what a step costs"),
              "memory"),
-    PageSpec("pages/sweeps.py", "Sweeps", ":material/scatter_plot:",
-             "Explore a sweep or capacity plan made with python -m engine sweep / plan", "sweeps"),
+    PageSpec("pages/sweeps.py", N_("Sweeps"), ":material/scatter_plot:",
+             N_("Explore a sweep or capacity plan made with python -m engine sweep / plan"), "sweeps"),
 )
 
 
@@ -109,12 +112,14 @@ def current() -> Lab:
 
 
 def frame() -> None:
-    """app.py: navigation, sidebar, the page, then the notes and the share link."""
-    from . import sidebar
+    """app.py: language, navigation, sidebar, the page, then the notes and the share link."""
+    from . import i18n, sidebar
 
     st.set_page_config(page_title="Inversion Lab", page_icon=str(ICON), layout="wide")
-    page = st.navigation([st.Page(s.file, title=s.title, icon=s.icon, url_path=s.url or None, default=not s.url,
-                                  help=s.help) for s in PAGES], position="top")
+    lang, bad_lang = _language()
+    _ = i18n._
+    page = st.navigation([st.Page(s.file, title=_(s.title), icon=s.icon, url_path=s.url or None, default=not s.url,
+                                  help=_(s.help)) for s in PAGES], position="top")
     path = page.url_path or ""
     ss = st.session_state
     entered = ss.get("_page") != path
@@ -125,6 +130,13 @@ def frame() -> None:
 
         runs.run_pool().want(runs.viewer_id(), [])  # a sweep left behind is abandoned
     lab.page, lab.entered = path, entered
+    if lang != i18n.DEFAULT:
+        lab.share[sidebar.LANG_KEY] = lang
+    if bad_lang is not None:
+        from .text import quoted
+
+        lab.note([_("{key} = {value} is not a language of this app (use one of {codes}); using English").format(
+            key=quoted(sidebar.LANG_KEY), value=quoted(bad_lang), codes=", ".join(i18n.LANGUAGES))])
     notes_box = st.container()
     _frame.lab = lab
     try:
@@ -133,8 +145,38 @@ def frame() -> None:
         _frame.lab = None
     sidebar.fill_share(share_box, lab)
     if lab.notes:
-        notes_box.warning("**Some settings from the link were not used:**\n\n"
+        notes_box.warning(_("**Some settings from the link were not used:**") + "\n\n"
                           + "\n".join(f"- {n}" for n in lab.notes), icon=":material/link_off:")
+
+
+def _language() -> tuple[str, str | None]:
+    """The language switch (English / 中文) at the top of the sidebar, kept in the URL as `lang`.
+
+    Not a bound widget: Streamlit writes a bound radio's *label* into the URL (`lang=中文`), and a
+    link should say `lang=zh`. So the link is read once per session, the URL is kept in step on
+    every run (page switches drop unbound parameters), and English leaves no parameter at all.
+    Returns (code, the link's unusable value or None)."""
+    from . import i18n
+    from .sidebar import LANG_KEY
+
+    ss = st.session_state
+    bad = None
+    if LANG_KEY not in ss:
+        asked = st.query_params.get(LANG_KEY)
+        ss[LANG_KEY] = asked if asked in i18n.LANGUAGES else i18n.DEFAULT
+        bad = asked if asked is not None and asked not in i18n.LANGUAGES else None
+    codes = list(i18n.LANGUAGES)
+    st.sidebar.radio("Language · 语言", codes, index=codes.index(ss[LANG_KEY]), format_func=i18n.LANGUAGES.get,
+                     horizontal=True, key="_lang_pick", label_visibility="collapsed",
+                     on_change=lambda: ss.__setitem__(LANG_KEY, ss["_lang_pick"]))
+    lang = ss[LANG_KEY]
+    i18n.set_language(lang)
+    if lang != i18n.DEFAULT:
+        if st.query_params.get(LANG_KEY) != lang:
+            st.query_params[LANG_KEY] = lang
+    elif LANG_KEY in st.query_params:
+        del st.query_params[LANG_KEY]
+    return lang, bad
 
 
 def share_view(params: dict[str, Any]) -> None:

@@ -12,8 +12,10 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from .figures import FONT  # one font list, CJK fallbacks included
+from .i18n import _, ngettext
+
 CLASS_COLORS = ["#cf222e", "#0969da", "#8250df", "#bf8700", "#1a7f37", "#57606a"]
-FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12, color="#24292f")
 PALETTE = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#57606a", "#e16f24", "#1b7c83", "#bf3989",
            "#4d2d00", "#6e7781", "#0550ae"]
 MAX_CATEGORIES = len(PALETTE)
@@ -29,7 +31,7 @@ def _style(fig: go.Figure, height: int) -> go.Figure:
 
 def settings_label(row: pd.Series | dict, knobs: list[str]) -> str:
     """`scheduler.policy=fcfs · replicas.count=2` (the knobs the row has)."""
-    return " · ".join(f"{k}={row[k]}" for k in knobs if k in row and not _missing(row[k])) or "base settings"
+    return " · ".join(f"{k}={row[k]}" for k in knobs if k in row and not _missing(row[k])) or _("base settings")
 
 
 def _missing(v) -> bool:
@@ -104,16 +106,16 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
     P99, more throughput) ringed; a step line of the lowest P99 reached with at most so many GPUs;
     the cheapest plan (the setting whose runs are `cheapest_runs`) as a star."""
     fig = go.Figure()
-    top = top or "top class"
+    top = top or _("top class")
     pts = points.copy()
     finite = pts["top_ttft_p99"].astype(float)
     finite = finite[np.isfinite(finite) & (finite > 0)]
     log = len(finite) > 0 and finite.max() / finite.min() > 30
     at = (lambda v: float(np.log10(v))) if log else float  # annotations on a log axis take log10
-    pts["label"] = [settings_label(r, knobs) for _, r in pts.iterrows()]
+    pts["label"] = [settings_label(r, knobs) for _i, r in pts.iterrows()]
     lat = pts["top_ttft_p99"].astype(float)
     thr = pts["throughput_tok_s"].astype(float)
-    for ok, name, symbol in ((True, "meets every SLO", "circle"), (False, "misses an SLO", "circle-open")):
+    for ok, name, symbol in ((True, _("meets every SLO"), "circle"), (False, _("misses an SLO"), "circle-open")):
         sel = pts["feasible"].astype(bool) == ok
         if not sel.any():
             continue
@@ -124,14 +126,15 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
                         showscale=ok or not pts["feasible"].any(), line=dict(width=1.5),
                         colorbar=dict(title="tok/s", thickness=12)),
             customdata=np.column_stack([pts.loc[sel, "label"], thr[sel]]),
-            hovertemplate="%{x} GPUs · " + top + " P99 TTFT %{y:.3f} s · %{customdata[1]:.0f} tok/s"
-                          "<br>%{customdata[0]}<extra></extra>"))
+            hovertemplate=_("%{{x}} GPUs · {top} P99 TTFT %{{y:.3f}} s · %{{customdata[1]:.0f}} tok/s").format(top=top)
+            + "<br>%{customdata[0]}<extra></extra>"))
     by_gpus = pts.groupby("gpus", sort=True)["top_ttft_p99"].min().cummin()
-    fig.add_trace(go.Scatter(x=by_gpus.index, y=by_gpus.to_numpy(), mode="lines", name="lowest P99 up to these GPUs",
+    fig.add_trace(go.Scatter(x=by_gpus.index, y=by_gpus.to_numpy(), mode="lines",
+                             name=_("lowest P99 up to these GPUs"),
                              line=dict(color="#8c959f", width=1.5, shape="hv"), hoverinfo="skip"))
     if "frontier" in pts:
         f = pts[pts["frontier"].astype(bool)]
-        fig.add_trace(go.Scatter(x=f["gpus"], y=f["top_ttft_p99"], mode="markers", name="frontier",
+        fig.add_trace(go.Scatter(x=f["gpus"], y=f["top_ttft_p99"], mode="markers", name=_("frontier"),
                                  marker=dict(symbol="circle-open", size=18, color=FRONTIER_COLOR, line=dict(width=2)),
                                  hoverinfo="skip"))
     if cheapest_runs:
@@ -140,18 +143,21 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
         if sel.any():
             c = pts[sel].iloc[0]
             fig.add_trace(go.Scatter(
-                x=[c["gpus"]], y=[c["top_ttft_p99"]], mode="markers", name="cheapest plan",
+                x=[c["gpus"]], y=[c["top_ttft_p99"]], mode="markers", name=_("cheapest plan"),
                 marker=dict(symbol="star", size=22, color=CHEAPEST_COLOR, line=dict(width=1, color="white")),
-                hovertemplate=f"cheapest plan: {int(c['gpus'])} GPUs<br>{c['label']}<extra></extra>"))
-            many = "s" if c["gpus"] != 1 else ""
-            fig.add_annotation(x=c["gpus"], y=at(c["top_ttft_p99"]), text=f"cheapest: {int(c['gpus'])} GPU{many}",
+                hovertemplate=_("cheapest plan: {n} GPUs").format(n=int(c["gpus"]))
+                + f"<br>{c['label']}<extra></extra>"))
+            fig.add_annotation(x=c["gpus"], y=at(c["top_ttft_p99"]),
+                               text=ngettext("cheapest: {n} GPU", "cheapest: {n} GPUs", int(c["gpus"])).format(
+                                   n=int(c["gpus"])),
                                showarrow=True, arrowhead=2, ax=40, ay=-40, font=dict(color=CHEAPEST_COLOR))
     if slo_s is not None:
         fig.add_hline(y=slo_s, line=dict(color="#cf222e", dash="dot", width=1))
         fig.add_annotation(x=1, xref="paper", xanchor="right", y=at(slo_s), yanchor="top", showarrow=False,
-                           text=f"{top} TTFT SLO {slo_s:g} s", font=dict(color="#cf222e"))
-    fig.update_yaxes(title_text=f"{top} P99 TTFT, worst seed (s)", type="log" if log else "linear",
+                           text=_("{top} TTFT SLO {s} s").format(top=top, s=f"{slo_s:g}"), font=dict(color="#cf222e"))
+    fig.update_yaxes(title_text=_("{top} P99 TTFT, worst seed (s)").format(top=top), type="log" if log else "linear",
                      rangemode="tozero" if not log else None)
-    fig.update_xaxes(title_text="GPUs (replicas × tensor-parallel size)", dtick=1 if pts["gpus"].max() <= 16 else None)
+    fig.update_xaxes(title_text=_("GPUs (replicas × tensor-parallel size)"),
+                     dtick=1 if pts["gpus"].max() <= 16 else None)
     fig.update_layout(hovermode="closest")
     return _style(fig, 480)

@@ -17,6 +17,8 @@ import pandas as pd
 
 from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, to_dict
 
+from .i18n import N_
+
 COARSE_POINTS = 5
 
 
@@ -83,22 +85,22 @@ class Knob:
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
-    Knob("reserve", "Token reserve", "Token reserve (top priority)", "tokens", False, True, "low",
-         "Tokens of every step's budget only the top class may use."),
-    Knob("kvres", "KV reserve", "KV reserve (top priority)", "blocks", False, True, "low",
-         "KV blocks only the top class may allocate."),
-    Knob("cap", "Prompt cap (a class)", "Prompt cap of a class", "tokens", True, True, "high",
-         "Longer prompts of the class are rejected or split (its 'Over the cap' setting)."),
-    Knob("running", "Running cap (a class)", "Running cap of a class", "requests", True, True, "high",
-         "At most this many requests of the class run at once."),
-    Knob("rate", "Arrival rate (a class)", "Arrival rate of a class", "req/s", True, False, "high",
-         "The class's mean arrival rate; the knee is the most it can send with the top class inside its SLO."),
-    Knob("load", "Total load", "Total load", "×", False, False, "high",
-         "Every class's rate times this factor."),
-    Knob("budget", "Token budget", "Token budget per step", "tokens", False, True, "low",
+    Knob("reserve", N_("Token reserve"), N_("Token reserve (top priority)"), N_("tokens"), False, True, "low",
+         N_("Tokens of every step's budget only the top class may use.")),
+    Knob("kvres", N_("KV reserve"), N_("KV reserve (top priority)"), N_("blocks"), False, True, "low",
+         N_("KV blocks only the top class may allocate.")),
+    Knob("cap", N_("Prompt cap (a class)"), N_("Prompt cap of a class"), N_("tokens"), True, True, "high",
+         N_("Longer prompts of the class are rejected or split (its 'Over the cap' setting).")),
+    Knob("running", N_("Running cap (a class)"), N_("Running cap of a class"), N_("requests"), True, True, "high",
+         N_("At most this many requests of the class run at once.")),
+    Knob("rate", N_("Arrival rate (a class)"), N_("Arrival rate of a class"), "req/s", True, False, "high",
+         N_("The class's mean arrival rate; the knee is the most it can send with the top class inside its SLO.")),
+    Knob("load", N_("Total load"), N_("Total load"), "×", False, False, "high",
+         N_("Every class's rate times this factor.")),
+    Knob("budget", N_("Token budget"), N_("Token budget per step"), N_("tokens"), False, True, "low",
          "max_num_batched_tokens."),
-    Knob("blocks", "KV cache size", "KV cache size", "blocks", False, True, "low",
-         "kv.num_blocks: the knee is the smallest cache that keeps the top class inside its SLO."),
+    Knob("blocks", N_("KV cache size"), N_("KV cache size"), N_("blocks"), False, True, "low",
+         N_("kv.num_blocks: the knee is the smallest cache that keeps the top class inside its SLO.")),
 )}
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .i18n import N_, _, ngettext
 from .vocab import look
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=\"'])")
@@ -87,13 +88,13 @@ def _secs(x: float) -> str:
 
 
 KPI_FIELDS = [  # (summary key, label, format, colour rule, shown as a card)
-    ("ttft_p99", "P99 TTFT", seconds, "inverse", True),
-    ("ttft_p50", "P50 TTFT", seconds, "inverse", True),
-    ("slo_attainment", "SLO met", percent, "normal", True),
-    ("inversion_s", "Inversion", _secs, "inverse", True),
-    ("tpot_p99", "P99 TPOT", millis, "inverse", False),
-    ("blocked_s", "Blocked time", _secs, "inverse", False),
-    ("e2e_p99", "P99 end to end", seconds, "inverse", False),
+    ("ttft_p99", N_("P99 TTFT"), seconds, "inverse", True),
+    ("ttft_p50", N_("P50 TTFT"), seconds, "inverse", True),
+    ("slo_attainment", N_("SLO met"), percent, "normal", True),
+    ("inversion_s", N_("Inversion"), _secs, "inverse", True),
+    ("tpot_p99", N_("P99 TPOT"), millis, "inverse", False),
+    ("blocked_s", N_("Blocked time"), _secs, "inverse", False),
+    ("e2e_p99", N_("P99 end to end"), seconds, "inverse", False),
 ]
 
 
@@ -108,10 +109,10 @@ def turned_away(cur: dict, base: dict | None) -> str | None:
         return None
     parts = []
     if cur.get("rejected", 0) > base.get("rejected", 0):
-        parts.append(f"{cur['rejected']:,} of {cur['n']:,} rejected")
+        parts.append(_("{k:,} of {n:,} rejected").format(k=cur["rejected"], n=cur["n"]))
     if cur.get("unfinished", 0) > base.get("unfinished", 0):
-        parts.append(f"{cur['unfinished']:,} of {cur['n']:,} unfinished")
-    return ", ".join(parts)
+        parts.append(_("{k:,} of {n:,} unfinished").format(k=cur["unfinished"], n=cur["n"]))
+    return _(", ").join(parts)
 
 
 def class_kpis(name: str, cur: dict, base: dict | None, cards_only: bool = True) -> list[Kpi]:
@@ -128,30 +129,31 @@ def class_kpis(name: str, cur: dict, base: dict | None, cards_only: bool = True)
         v = cur.get(key)
         shown = fmt(v) if v is not None else "–"
         if warn:
-            out.append(Kpi(f"{name} · {label}", shown, warn, "orange", "off",
-                           "Compared with the baseline, fewer of this class's requests were served, so this "
-                           "number is over fewer requests: it is not an improvement."))
+            out.append(Kpi(f"{name} · {_(label)}", shown, warn, "orange", "off",
+                           _("Compared with the baseline, fewer of this class's requests were served, so this "
+                             "number is over fewer requests: it is not an improvement.")))
             continue
         d = _delta(v, base.get(key), fmt) if base is not None else None
         if key == "slo_attainment" and d is not None:
             d = _pts(v, base[key])
-        out.append(Kpi(f"{name} · {label}", shown, d, color))
+        out.append(Kpi(f"{name} · {_(label)}", shown, d, color))
     n = not_served(cur)
     d = None
     if base is not None and n != not_served(base):
         d = f"{n - not_served(base):+,}"
-    out.append(Kpi(f"{name} · Not served", f"{n:,}", d, "inverse",
-                   help=f"Of {cur['n']:,} measured requests: {cur.get('rejected', 0):,} rejected by a cap, "
-                        f"{cur.get('unfinished', 0):,} unfinished when the run ended."))
+    not_served_label = _("Not served")
+    out.append(Kpi(f"{name} · {not_served_label}", f"{n:,}", d, "inverse",
+                   help=_("Of {n:,} measured requests: {r:,} rejected by a cap, {u:,} unfinished when the run "
+                          "ended.").format(n=cur["n"], r=cur.get("rejected", 0), u=cur.get("unfinished", 0))))
     return out
 
 
 def system_kpis(cur: dict, base: dict | None) -> list[Kpi]:
-    rows = [("throughput_tok_s", "Throughput (tok/s)", lambda x: f"{x:,.0f}", "normal"),
-            ("batch_fill", "Batch fill", percent, "normal"),
-            ("kv_util_mean", "Mean KV use", percent, "normal"),
-            ("preemptions", "Preemptions", lambda x: f"{x:,}", "inverse"),
-            ("rejected", "Rejected", lambda x: f"{x:,}", "inverse")]
+    rows = [("throughput_tok_s", _("Throughput (tok/s)"), lambda x: f"{x:,.0f}", "normal"),
+            ("batch_fill", _("Batch fill"), percent, "normal"),
+            ("kv_util_mean", _("Mean KV use"), percent, "normal"),
+            ("preemptions", _("Preemptions"), lambda x: f"{x:,}", "inverse"),
+            ("rejected", _("Rejected"), lambda x: f"{x:,}", "inverse")]
     out = []
     for key, label, fmt, color in rows:
         v = cur[key]
@@ -167,14 +169,15 @@ def details_table(summary: dict, base: dict | None) -> pd.DataFrame:
     rows = []
     for name, c in summary["classes"].items():
         b = base["classes"].get(name) if base else None
-        for key, label, fmt, _, _ in KPI_FIELDS:
-            row = {"class": name, "metric": label, "value": fmt(c[key]) if c.get(key) is not None else "–"}
+        for key, label, fmt, _c, _s in KPI_FIELDS:
+            row = {_("class"): name, _("metric"): _(label), _("value"): fmt(c[key]) if c.get(key) is not None else "–"}
             if base is not None:
-                row["without remedies"] = fmt(b[key]) if b and b.get(key) is not None else "–"
+                row[_("without remedies")] = fmt(b[key]) if b and b.get(key) is not None else "–"
             rows.append(row)
-        row = {"class": name, "metric": "Rejected · unfinished", "value": f"{c['rejected']:,} · {c['unfinished']:,}"}
+        row = {_("class"): name, _("metric"): _("Rejected · unfinished"),
+               _("value"): f"{c['rejected']:,} · {c['unfinished']:,}"}
         if base is not None:
-            row["without remedies"] = f"{b['rejected']:,} · {b['unfinished']:,}" if b else "–"
+            row[_("without remedies")] = f"{b['rejected']:,} · {b['unfinished']:,}" if b else "–"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -209,52 +212,65 @@ def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, bas
     """A short markdown paragraph: who waited, why, and on whom."""
     classes = summary["classes"]
     if not classes:
-        return "No requests were simulated."
+        return _("No requests were simulated.")
     top, c = next(iter(classes.items()))
-    parts = [f"**{plain(top)}** (the most important class, priority {c['priority']}) sent {c['n']} requests; "
-             f"P99 time to first token was **{seconds(c['ttft_p99'])}**"]
     if c["slo_attainment"] is not None:
-        parts[-1] += f" and {percent(c['slo_attainment'])} met their SLO"
-    parts[-1] += "."
+        first = _("**{cls}** (the most important class, priority {prio}) sent {n} requests; P99 time to first token "
+                  "was **{p99}** and {slo} met their SLO.")
+    else:
+        first = _("**{cls}** (the most important class, priority {prio}) sent {n} requests; P99 time to first token "
+                  "was **{p99}**.")
+    parts = [first.format(cls=plain(top), prio=c["priority"], n=c["n"], p99=seconds(c["ttft_p99"]),
+                          slo=percent(c["slo_attainment"]))]
     if base is not None and base["classes"].get(top, {}).get("ttft_p99") is not None and c["ttft_p99"] is not None:
         b = base["classes"][top]["ttft_p99"]
-        verb = "down from" if c["ttft_p99"] < b else "up from" if c["ttft_p99"] > b else "the same as"
-        parts.append(f"That is {verb} {seconds(b)} without the remedies.")
-        if warn := turned_away(c, base["classes"][top]):
-            parts[-1] = parts[-1][:-1] + f", but {warn} (not an improvement)."
+        warn = turned_away(c, base["classes"][top])
+        if c["ttft_p99"] < b:
+            text = _("That is down from {b} without the remedies.") if not warn else _(
+                "That is down from {b} without the remedies, but {warn} (not an improvement).")
+        elif c["ttft_p99"] > b:
+            text = _("That is up from {b} without the remedies.") if not warn else _(
+                "That is up from {b} without the remedies, but {warn} (not an improvement).")
+        else:
+            text = _("That is the same as {b} without the remedies.") if not warn else _(
+                "That is the same as {b} without the remedies, but {warn} (not an improvement).")
+        parts.append(text.format(b=seconds(b), warn=warn))
     if c["blocked_s"] > 0:
         reasons = top_reasons(waits, c["priority"])
         if reasons:
-            why = "; ".join(f"{look(r).short} ({s:.1f} s)" for r, s in reasons)
-            parts.append(f"Its requests spent {c['blocked_s']:.1f} s blocked in total. Top reasons: {why}.")
+            why = _("; ").join(_("{reason} ({s:.1f} s)").format(reason=look(r).short, s=s) for r, s in reasons)
+            parts.append(_("Its requests spent {b:.1f} s blocked in total. Top reasons: {why}.").format(
+                b=c["blocked_s"], why=why))
         by_class = top_holder_classes(waits, holders, c["priority"])
         if by_class:
-            share = sum(s for _, s in by_class)
-            who = ", ".join(f"{plain(k)} ({s / share:.0%})" for k, s in by_class[:3])
-            parts.append(f"When short of KV, the biggest holder belonged to: {who}.")
+            share = sum(s for _k, s in by_class)
+            who = _(", ").join(f"{plain(k)} ({s / share:.0%})" for k, s in by_class[:3])
+            parts.append(_("When short of KV, the biggest holder belonged to: {who}.").format(who=who))
         if c["inversion_s"] > 0:
-            parts.append(f"{c['inverted_requests']} of its requests saw lower-priority requests admitted while "
-                         f"they waited (priority inversion, {c['inversion_s']:.1f} s in total).")
+            parts.append(_("{k} of its requests saw lower-priority requests admitted while they waited (priority "
+                           "inversion, {s:.1f} s in total).").format(k=c["inverted_requests"], s=c["inversion_s"]))
         else:
-            parts.append("No lower-priority request was admitted while it waited (no inversion).")
+            parts.append(_("No lower-priority request was admitted while it waited (no inversion)."))
     else:
-        parts.append("Its requests never waited.")
+        parts.append(_("Its requests never waited."))
     for name, k in classes.items():
         if k.get("rejected"):
-            parts.append(f"{k['rejected']:,} of {plain(name)}'s {k['n']:,} requests were rejected by a cap "
-                         "(they are not in its latencies).")
+            parts.append(_("{r:,} of {cls}'s {n:,} requests were rejected by a cap (they are not in its "
+                           "latencies).").format(r=k["rejected"], cls=plain(name), n=k["n"]))
     if summary["reserve_idle_token_frac"] > 0.001:
-        parts.append(f"The strict reserve left {percent(summary['reserve_idle_token_frac'])} of the token budget idle.")
-    return " ".join(parts)
+        parts.append(_("The strict reserve left {p} of the token budget idle.").format(
+            p=percent(summary["reserve_idle_token_frac"])))
+    return _(" ").join(parts)
 
 
 def _ahead_text(g: pd.DataFrame, limit: int = 5) -> str:
     """"#25 P1 at 9.21 s (needed 13 blocks; this one needed 375), …" for admissions ahead."""
-    named = [f"#{o} {plain(c)} at {t:.2f} s (needed {n:,} blocks" + (f"; this one needed {m:,})" if m >= 0 else ")")
+    named = [(_("#{o} {cls} at {t:.2f} s (needed {n:,} blocks; this one needed {m:,})") if m >= 0 else
+              _("#{o} {cls} at {t:.2f} s (needed {n:,} blocks)")).format(o=o, cls=plain(c), t=t, n=n, m=m)
              for o, c, t, n, m in zip(g["overtaker"], g["overtaker_class"], g["t_s"], g["overtaker_need_blocks"],
                                       g["need_blocks"])]
     more = len(named) - limit
-    return ", ".join(named[:limit]) + (f" and {more} more (table below)" if more > 0 else "")
+    return _(", ").join(named[:limit]) + (_(" and {k} more (table below)").format(k=more) if more > 0 else "")
 
 
 def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame,
@@ -262,38 +278,44 @@ def request_story(req: pd.Series, waits: pd.DataFrame, holders: pd.DataFrame,
     """One sentence per step of a request's life, in time order (markdown); `got_ahead` (from
     `ui.inversions.ahead`) names the lower-priority requests admitted while it waited."""
     rid = int(req["id"])
-    lines = [f"t = {req['arrival_s']:.2f} s: request #{rid} ({plain(req['class'])}, priority {req['priority']}) "
-             f"arrives with {req['prompt_tokens']:,} prompt tokens and will write {req['output_tokens']:,}."]
+    lines = [_("t = {t:.2f} s: request #{rid} ({cls}, priority {prio}) arrives with {p:,} prompt tokens and will "
+               "write {o:,}.").format(t=req["arrival_s"], rid=rid, cls=plain(req["class"]), prio=req["priority"],
+                                      p=req["prompt_tokens"], o=req["output_tokens"])]
     if req["status"] == "rejected":
-        lines.append(f"It is rejected: {plain(req['reason'] or 'over a cap')}.")
+        lines.append(_("It is rejected: {why}.").format(why=plain(req["reason"] or _("over a cap"))))
         return lines
     for w in waits[waits["request"] == rid].sort_values("start_s").itertuples(index=False):
-        s = f"t = {w.start_s:.2f}–{w.end_s:.2f} s ({w.duration_s:.2f} s): waits — {look(w.reason).explain}"
+        s = _("t = {a:.2f}–{b:.2f} s ({d:.2f} s): waits — {why}").format(a=w.start_s, b=w.end_s, d=w.duration_s,
+                                                                         why=look(w.reason).explain)
         if w.need_blocks >= 0:
-            s += f"; needs {w.need_blocks} blocks, {w.free_blocks} free"
+            s += _("; needs {n} blocks, {f} free").format(n=w.need_blocks, f=w.free_blocks)
         top = holders_of(holders, w.id)
         if top:
-            s += "; biggest holders " + ", ".join(f"#{r} {plain(c)} ({b} blocks)" for r, c, b in top)
+            s += _("; biggest holders {who}").format(
+                who=_(", ").join(_("#{r} {cls} ({b} blocks)").format(r=r, cls=plain(c), b=b) for r, c, b in top))
         if w.eta_s == w.eta_s:
-            s += f"; enough blocks expected in ~{w.eta_s:.1f} s"
+            s += _("; enough blocks expected in ~{eta:.1f} s").format(eta=w.eta_s)
         if got_ahead is not None:
             g = got_ahead[(got_ahead["request"] == rid) & (got_ahead["t_s"] >= w.start_s)
                           & (got_ahead["t_s"] <= w.end_s)]
             if len(g):
-                s += (f". **Meanwhile {len(g)} lower-priority request{'s were' if len(g) > 1 else ' was'} admitted "
-                      f"ahead of it**: {_ahead_text(g)}")
-        lines.append(s + ".")
+                s += ngettext(". **Meanwhile {k} lower-priority request was admitted ahead of it**: {who}",
+                              ". **Meanwhile {k} lower-priority requests were admitted ahead of it**: {who}",
+                              len(g)).format(k=len(g), who=_ahead_text(g))
+        lines.append(s + _("."))
     if pd.notna(req["first_token_s"]):
-        lines.append(f"t = {req['first_token_s']:.2f} s: first token (TTFT {req['ttft_s']:.3f} s).")
+        lines.append(_("t = {t:.2f} s: first token (TTFT {ttft:.3f} s).").format(t=req["first_token_s"],
+                                                                                 ttft=req["ttft_s"]))
     if req["preemptions"]:
-        lines.append(f"It was preempted {req['preemptions']} time(s), recomputing {req['recomputed_tokens']:,} tokens.")
+        lines.append(_("It was preempted {k} time(s), recomputing {n:,} tokens.").format(
+            k=req["preemptions"], n=req["recomputed_tokens"]))
     if pd.notna(req["finish_s"]):
-        lines.append(f"t = {req['finish_s']:.2f} s: finished (end to end {req['e2e_s']:.2f} s).")
+        lines.append(_("t = {t:.2f} s: finished (end to end {e:.2f} s).").format(t=req["finish_s"], e=req["e2e_s"]))
     else:
-        lines.append("It did not finish before the run ended.")
+        lines.append(_("It did not finish before the run ended."))
     if req["inversion_s"] > 0:
-        lines.append(f"Inversion: {req['inversion_s']:.2f} s in {req['inversion_episodes']} episode(s) while "
-                     "lower-priority requests were admitted.")
+        lines.append(_("Inversion: {s:.2f} s in {k} episode(s) while lower-priority requests were admitted.").format(
+            s=req["inversion_s"], k=req["inversion_episodes"]))
     return lines
 
 
@@ -302,11 +324,12 @@ def summary_table(summaries: dict[str, dict]) -> pd.DataFrame:
     rows: dict[str, dict[str, str]] = {}
     for label, s in summaries.items():
         for name, c in s["classes"].items():
-            for key, title, fmt, _, _ in KPI_FIELDS:
+            for key, title, fmt, _c, _s in KPI_FIELDS:
                 v = c.get(key)
-                rows.setdefault(f"{name} {title}", {})[label] = fmt(v) if v is not None else "–"
-        rows.setdefault("Throughput", {})[label] = f"{s['throughput_tok_s']:,.0f} tok/s"
-        rows.setdefault("Batch fill", {})[label] = percent(s["batch_fill"])
+                rows.setdefault(f"{name} {_(title)}", {})[label] = fmt(v) if v is not None else "–"
+        rows.setdefault(_("Throughput"), {})[label] = f"{s['throughput_tok_s']:,.0f} tok/s"
+        rows.setdefault(_("Batch fill"), {})[label] = percent(s["batch_fill"])
         for name, c in s["classes"].items():
-            rows.setdefault(f"{name} rejected · unfinished", {})[label] = f"{c['rejected']:,} · {c['unfinished']:,}"
+            rows.setdefault(_("{cls} rejected · unfinished").format(cls=name), {})[label] = \
+                f"{c['rejected']:,} · {c['unfinished']:,}"
     return pd.DataFrame(rows).T

@@ -37,6 +37,8 @@ from engine.preflight import preflight
 from engine.scenario import decode_text, file_references, parse_yaml
 from engine.traces import parse_trace
 
+from .i18n import _
+
 MAX_SCENARIO_BYTES = 1 << 20
 MAX_TRACE_BYTES = 20 << 20
 MAX_TRACE_ROWS = 100_000
@@ -58,7 +60,8 @@ class Upload:
 
 def _text(name: str, data: bytes, limit: int, err: type[Exception]) -> str:
     if len(data) > limit:
-        raise err(f"{name}: {len(data) / 2**20:.1f} MiB is over the {limit >> 20} MiB upload limit")
+        raise err(_("{name}: {size:.1f} MiB is over the {limit} MiB upload limit").format(
+            name=name, size=len(data) / 2**20, limit=limit >> 20))
     return decode_text(data, name, err)
 
 
@@ -74,20 +77,21 @@ def scenario_from_upload(name: str, data: bytes, limits: WorkLimits = INTERACTIV
         raw = parse_yaml(_text(name, data, MAX_SCENARIO_BYTES, ScenarioError), name)
         raw.setdefault("name", _stem(name, "uploaded"))
         if "base" in raw:
-            raise ScenarioError(f"{name}: an uploaded scenario cannot start from another (`base`); "
-                                "download the full scenario YAML from the app and upload that")
+            raise ScenarioError(_("{name}: an uploaded scenario cannot start from another (`base`); download the "
+                                  "full scenario YAML from the app and upload that").format(name=name))
         if raw.get("trace"):
-            raise ScenarioError(f"{name}: a scenario that reads a trace file cannot be uploaded; upload the trace "
-                                "separately (Upload a trace)")
-        for key, _ in file_references(raw):
-            raise ScenarioError(f"{key}: an uploaded scenario cannot read files on the server; use a lognormal or "
-                                "uniform length, or upload a trace")
+            raise ScenarioError(_("{name}: a scenario that reads a trace file cannot be uploaded; upload the trace "
+                                  "separately (Upload a trace)").format(name=name))
+        for key, _path in file_references(raw):
+            raise ScenarioError(_("{key}: an uploaded scenario cannot read files on the server; use a lognormal or "
+                                  "uniform length, or upload a trace").format(key=key))
         _fit_to_run(raw, limits)
         return raw
     except (ScenarioError, TraceError):
         raise
     except Exception as err:  # never leave a session stuck on a bug: report it as a refusal
-        raise ScenarioError(f"{name}: could not be used ({type(err).__name__}: {clip(err, 120)})") from None
+        raise ScenarioError(_("{name}: could not be used ({what})").format(
+            name=name, what=f"{type(err).__name__}: {clip(err, 120)}")) from None
 
 
 def with_trace(raw: dict, name: str, data: bytes, store: TraceStore | None = None,
@@ -103,10 +107,12 @@ def with_trace(raw: dict, name: str, data: bytes, store: TraceStore | None = Non
         text = _text(name, data, MAX_TRACE_BYTES, TraceError)
         rows = text.count("\n")
         if rows > MAX_TRACE_ROWS + 1:
-            raise TraceError(f"{name}: about {rows:,} rows is over the {MAX_TRACE_ROWS:,}-row upload limit")
+            raise TraceError(_("{name}: about {rows:,} rows is over the {limit:,}-row upload limit").format(
+                name=name, rows=rows, limit=MAX_TRACE_ROWS))
         df = parse_trace(text, None, name)
         if len(df) > MAX_TRACE_ROWS:
-            raise TraceError(f"{name}: {len(df):,} rows is over the {MAX_TRACE_ROWS:,}-row upload limit")
+            raise TraceError(_("{name}: {rows:,} rows is over the {limit:,}-row upload limit").format(
+                name=name, rows=len(df), limit=MAX_TRACE_ROWS))
         digest = hashlib.sha256(data).hexdigest()[:16]
         suffix = ".jsonl" if Path(name).suffix.lower() in (".jsonl", ".json") else ".csv"
         store = store or shared_store()
@@ -125,7 +131,8 @@ def with_trace(raw: dict, name: str, data: bytes, store: TraceStore | None = Non
     except (ScenarioError, TraceError):
         raise
     except Exception as err:
-        raise TraceError(f"{name}: could not be used ({type(err).__name__}: {clip(err, 120)})") from None
+        raise TraceError(_("{name}: could not be used ({what})").format(
+            name=name, what=f"{type(err).__name__}: {clip(err, 120)}")) from None
 
 
 def _replay(raw: dict, df, path: str, name: str) -> dict:
@@ -205,7 +212,7 @@ class TraceStore:
     def put(self, digest: str, suffix: str, data: bytes) -> Path:
         """Write (or touch) the trace; TraceError if the cap leaves no room."""
         if len(data) > self.max_bytes:
-            raise TraceError(f"the trace is larger than the {self.max_bytes >> 20} MiB upload space")
+            raise TraceError(_("the trace is larger than the {n} MiB upload space").format(n=self.max_bytes >> 20))
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.path_for(digest, suffix)
         if path.exists():
@@ -222,7 +229,8 @@ class TraceStore:
             used -= _size(old)
             old.unlink(missing_ok=True)
         if used + len(data) > self.max_bytes:
-            raise TraceError(f"the server's upload space is full ({used >> 20} MiB of recent traces); try again later")
+            raise TraceError(_("the server's upload space is full ({n} MiB of recent traces); try again later").format(
+                n=used >> 20))
         tmp = self.folder / f".{digest}.{uuid.uuid4().hex}.part"
         tmp.write_bytes(data)
         os.replace(tmp, path)  # readers never see half a file

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from engine.scenario import Scenario, from_dict, to_dict
 
+from .i18n import _
+
 _KEEP = ("alert_after_s",)  # observability, not a mitigation
 DEFAULT_POLICY = "fcfs"  # vLLM v1's default scheduling policy
 
@@ -41,20 +43,20 @@ def remedies(sc: Scenario) -> list[str]:
     out = []
     m, b = sc.mitigations, baseline(sc)
     if sc.scheduler.policy != b.scheduler.policy:
-        out.append(f"policy {sc.scheduler.policy}")
+        out.append(_("policy {policy}").format(policy=sc.scheduler.policy))
     if sc.replicas != b.replicas:
-        out.append(f"{sc.replicas.count} replicas, {sc.replicas.routing} routing")
+        out.append(_("{n} replicas, {routing} routing").format(n=sc.replicas.count, routing=sc.replicas.routing))
     if m.p0_token_reserve:
-        out.append(f"token reserve {m.p0_token_reserve:,}")
+        out.append(_("token reserve {n:,}").format(n=m.p0_token_reserve))
     if m.p0_kv_reserve:
-        out.append(f"KV reserve {m.p0_kv_reserve:,} blocks")
+        out.append(_("KV reserve {n:,} blocks").format(n=m.p0_kv_reserve))
     if m.inheritance:
-        out.append("inheritance")
+        out.append(_("inheritance"))
     if m.aging_s:
-        out.append(f"aging every {m.aging_s:g} s")
+        out.append(_("aging every {s} s").format(s=f"{m.aging_s:g}"))
     if m != b.mitigations and not out:
-        out.append("mitigation settings")
+        out.append(_("mitigation settings"))
     caps = [n for n, c in sc.classes.items() if c.caps != b.classes[n].caps]
     if caps:
-        out.append("caps on " + ", ".join(caps))
+        out.append(_("caps on {classes}").format(classes=", ".join(caps)))
     return out

@@ -9,6 +9,7 @@ in a link is refused the same way, with a note naming it. Pure: no streamlit imp
 from __future__ import annotations
 
 from .codec import POLICIES, Param
+from .i18n import _
 from .sweeps import KNOBS
 
 CONFIG_FIELDS = ("name", "pol", "res", "kv", "inh", "cap")
@@ -18,14 +19,14 @@ VIEW_KEYS: dict[str, frozenset[str]] = {
     "p99": frozenset({"sw_knob", "sw_cls", "sw_from", "sw_to", "sw_pts", "sw_seeds"}),
     "timeline": frozenset({"tl_show", "tl_cls", "tl_from", "tl_to", "tl_req"}),
     "compare": frozenset({"cmp_n"} | {f"c{i}_{f}" for i in COMPARE_SLOTS for f in CONFIG_FIELDS}),
-    "workshop": frozenset({"lesson"}),
+    "workshop": frozenset({"lesson", "present"}),
 }
 
 
 def sweep_choice(classes: list[str]) -> list[Param]:
     return [
-        Param("sw_knob", "", "choice", "Knob", options=tuple(KNOBS)),
-        Param("sw_cls", "", "choice", "Class", options=tuple(classes)),
+        Param("sw_knob", "", "choice", _("Knob"), options=tuple(KNOBS)),
+        Param("sw_cls", "", "choice", _("Class"), options=tuple(classes)),
     ]
 
 
@@ -33,43 +34,44 @@ def sweep_range(knob: str) -> list[Param]:
     k = KNOBS[knob]
     step = 1.0 if k.integer else 0.05
     return [
-        Param("sw_from", "", "float", "From", 0.0, 1e7, step),
-        Param("sw_to", "", "float", "To", 0.0, 1e7, step),
-        Param("sw_pts", "", "int", "Points", 3, 16, 1),
-        Param("sw_seeds", "", "int", "Seeds per point", 1, 5, 1),
+        Param("sw_from", "", "float", _("From"), 0.0, 1e7, step),
+        Param("sw_to", "", "float", _("To"), 0.0, 1e7, step),
+        Param("sw_pts", "", "int", _("Points"), 3, 16, 1),
+        Param("sw_seeds", "", "int", _("Seeds per point"), 1, 5, 1),
     ]
 
 
 def timeline_params(classes: list[str], t_end: float, n_requests: int) -> list[Param]:
     return [
-        Param("tl_show", "", "choice", "Show", options=("story", "all")),
-        Param("tl_cls", "", "names", "Classes", options=tuple(classes)),
-        Param("tl_from", "", "float", "Window start (s)", 0.0, t_end, 0.1),
-        Param("tl_to", "", "float", "Window end (s)", 0.0, t_end, 0.1),
-        Param("tl_req", "", "int", "Request", -1, max(n_requests - 1, -1), 1),
+        Param("tl_show", "", "choice", _("Show"), options=("story", "all")),
+        Param("tl_cls", "", "names", _("Classes"), options=tuple(classes)),
+        Param("tl_from", "", "float", _("Window start (s)"), 0.0, t_end, 0.1),
+        Param("tl_to", "", "float", _("Window end (s)"), 0.0, t_end, 0.1),
+        Param("tl_req", "", "int", _("Request"), -1, max(n_requests - 1, -1), 1),
     ]
 
 
 def compare_params() -> list[Param]:
-    out = [Param("cmp_n", "", "int", "Configurations", 2, 3, 1)]
+    out = [Param("cmp_n", "", "int", _("Configurations"), 2, 3, 1)]
     for i in COMPARE_SLOTS:
         out += [
-            Param(f"c{i}_name", "", "text", f"Configuration {i} name", 1, 30),
-            Param(f"c{i}_pol", "", "choice", f"Configuration {i} policy", options=POLICIES),
-            Param(f"c{i}_res", "", "int", f"Configuration {i} token reserve", 0, 65536, 64),
-            Param(f"c{i}_kv", "", "int", f"Configuration {i} KV reserve", 0, 10_000_000, 16),
-            Param(f"c{i}_inh", "", "bool", f"Configuration {i} inheritance"),
-            Param(f"c{i}_cap", "", "int", f"Configuration {i} prompt cap", 0, 10_000_000, 512),
+            Param(f"c{i}_name", "", "text", _("Configuration {i} name").format(i=i), 1, 30),
+            Param(f"c{i}_pol", "", "choice", _("Configuration {i} policy").format(i=i), options=POLICIES),
+            Param(f"c{i}_res", "", "int", _("Configuration {i} token reserve").format(i=i), 0, 65536, 64),
+            Param(f"c{i}_kv", "", "int", _("Configuration {i} KV reserve").format(i=i), 0, 10_000_000, 16),
+            Param(f"c{i}_inh", "", "bool", _("Configuration {i} inheritance").format(i=i)),
+            Param(f"c{i}_cap", "", "int", _("Configuration {i} prompt cap").format(i=i), 0, 10_000_000, 512),
         ]
     return out
 
 
 def compare_defaults() -> dict:
     return {"cmp_n": 3,
-            "c2_name": "Priority", "c2_pol": "priority", "c2_res": 0, "c2_kv": 0, "c2_inh": False, "c2_cap": 0,
-            "c3_name": "Priority + reserve", "c3_pol": "priority", "c3_res": 1024, "c3_kv": 0, "c3_inh": False,
+            "c2_name": _("Priority"), "c2_pol": "priority", "c2_res": 0, "c2_kv": 0, "c2_inh": False, "c2_cap": 0,
+            "c3_name": _("Priority + reserve"), "c3_pol": "priority", "c3_res": 1024, "c3_kv": 0, "c3_inh": False,
             "c3_cap": 0}
 
 
 def workshop_params(slugs: list[str]) -> list[Param]:
-    return [Param("lesson", "", "choice", "Lesson", options=tuple(slugs))]
+    return [Param("lesson", "", "choice", _("Lesson"), options=tuple(slugs)),
+            Param("present", "", "bool", _("Presenter mode"))]

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from engine.reasons import EXPLAIN, Reason
 
+from .i18n import N_, _
+
 
 @dataclass(frozen=True)
 class ReasonLook:
@@ -22,14 +24,14 @@ class ReasonLook:
 # Warm and neutral hues only: the classes own red, blue and purple (ui.figures.CLASS_COLORS),
 # so a waiting bar never reads as a class.
 _COLORS_AND_PHRASES: dict[Reason, tuple[str, str]] = {
-    Reason.NONE: ("#adb5bd", "no recorded reason"),
-    Reason.KV_SHORT: ("#e8590c", "not enough free KV blocks"),
-    Reason.TOKEN_BUDGET: ("#94d82d", "the step's token budget was used up"),
-    Reason.MAX_SEQS: ("#20c997", "too many requests already running"),
-    Reason.HEAD_OF_LINE: ("#fab005", "queued behind a request that does not fit"),
-    Reason.RESERVE: ("#868e96", "what was left was reserved"),
-    Reason.CLASS_CAP: ("#66d9e8", "its class was at a cap"),
-    Reason.PREEMPTED: ("#8d5524", "evicted and waiting to come back"),
+    Reason.NONE: ("#adb5bd", N_("no recorded reason")),
+    Reason.KV_SHORT: ("#e8590c", N_("not enough free KV blocks")),
+    Reason.TOKEN_BUDGET: ("#94d82d", N_("the step's token budget was used up")),
+    Reason.MAX_SEQS: ("#20c997", N_("too many requests already running")),
+    Reason.HEAD_OF_LINE: ("#fab005", N_("queued behind a request that does not fit")),
+    Reason.RESERVE: ("#868e96", N_("what was left was reserved")),
+    Reason.CLASS_CAP: ("#66d9e8", N_("its class was at a cap")),
+    Reason.PREEMPTED: ("#8d5524", N_("evicted and waiting to come back")),
 }
 
 REASONS: dict[Reason, ReasonLook] = {
@@ -38,11 +40,14 @@ REASONS: dict[Reason, ReasonLook] = {
 
 
 def look(label: str) -> ReasonLook:
-    """The entry for a reason label as it appears in the frames (`kv_short`); unknown → NONE's."""
+    """The entry for a reason label as it appears in the frames (`kv_short`); unknown → NONE's.
+    The phrases in the current language (the engine's sentences are extracted for translation by
+    `ui.i18n_extract`)."""
     try:
-        return REASONS[Reason[str(label).upper()]]
+        r = REASONS[Reason[str(label).upper()]]
     except KeyError:
-        return REASONS[Reason.NONE]
+        r = REASONS[Reason.NONE]
+    return ReasonLook(r.color, _(r.short), _(r.explain))
 
 
 def shown() -> list[Reason]:

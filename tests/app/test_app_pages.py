@@ -37,7 +37,8 @@ def test_default_page_renders_kpis(at):
 def test_every_page_renders_without_exception(at, page):
     at.switch_page(page).run()
     assert not at.exception, page
-    assert at.selectbox(key="preset").value == "default"  # the sidebar is there on every page
+    # the sidebar is there on every page (after the Workshop: with its first lesson's scenario)
+    assert at.selectbox(key="preset").value in ("default", "classic-inversion")
 
 
 def test_moving_the_reserve_changes_p0_p99():
@@ -150,30 +151,70 @@ def test_reset_returns_to_the_preset():
     assert at.selectbox(key="policy").value == "fcfs"
 
 
-def test_workshop_load_scenario_sets_the_sidebar():
+def subtitle(at: AppTest) -> str:
+    return " ".join(c.value for c in at.caption if "Scenario:" in c.value or "场景" in c.value)
+
+
+def test_the_sidebar_follows_the_lesson():
     at = fresh()
     at.switch_page("pages/workshop.py").run()
-    at.radio(key="lesson").set_value("04-kv-caps").run()
-    at.button(key="ws_load_04-kv-caps").click().run()
+    at.selectbox(key="lesson").set_value("kv-caps").run()
     assert not at.exception
     assert at.selectbox(key="preset").value == "classic-inversion"
-    assert at.number_input(key="p2_cap").value == 8192
-    assert at.radio(key="p2_over").value == "split"
-    at.radio(key="lesson").set_value("06-separate-replicas").run()
-    at.button(key="ws_load_06-separate-replicas").click().run()
-    assert at.number_input(key="reps").value == 2
-    assert at.text_input(key="p2_pin").value == "1"
+    assert at.number_input(key="p2_cap").value == 8192 and at.radio(key="p2_over").value == "split"
+    at.selectbox(key="lesson").set_value("separate-replicas").run()
+    assert at.selectbox(key="preset").value == "two-gpus"
+    assert at.number_input(key="reps").value == 2 and at.text_input(key="p2_pin").value == "1"
+    assert "Two GPUs" in subtitle(at)  # the page's subtitle names the lesson's scenario
+    next_ = [b for b in at.button if b.label == "Next"][0]
+    next_.click().run()
+    assert at.selectbox(key="lesson").value == "when-not-to-prioritise"
+    assert at.selectbox(key="preset").value == "no-contention"
+
+
+def test_the_lesson_survives_a_page_switch():
+    at = fresh()
+    at.switch_page("pages/workshop.py").run()
+    at.selectbox(key="lesson").set_value("no-alarm").run()
+    at.switch_page("pages/timeline.py").run()
+    assert not at.exception and at.selectbox(key="preset").value == "no-alarm"
+    at.switch_page("pages/workshop.py").run()
+    assert at.selectbox(key="lesson").value == "no-alarm"
+
+
+def test_a_lesson_link_opens_the_lesson_with_its_scenario():
+    at = on_page("pages/workshop.py", lesson="reserve-when-budget-binds")
+    assert not at.exception and not notes(at)
+    assert at.selectbox(key="lesson").value == "reserve-when-budget-binds"
+    assert at.selectbox(key="preset").value == "budget-bound"
+    assert at.slider(key="reserve").value == 2048  # the lesson's last run
+    assert "budget binds" in subtitle(at)
+    link = share_link(at)
+    assert "/workshop?" in link and "preset=budget-bound" in link and "lesson=reserve-when-budget-binds" in link
 
 
 def test_workshop_reveal_after_run():
     at = fresh()
     at.switch_page("pages/workshop.py").run()
-    q = at.radio(key="ws_q_01-inversion-appears")
+    q = at.radio(key="ws_q_inversion-appears")
     q.set_value(q.options[0]).run()
-    at.button(key="ws_run_01-inversion-appears").click().run()
+    at.button(key="ws_run_inversion-appears").click().run()
     assert not at.exception
     assert any("The simulation says" in i.value for i in at.info)
-    assert at.dataframe
+    assert at.dataframe and at.get("plotly_chart")
+    assert any("Discuss" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("slug", ["no-alarm", "reserve-when-budget-binds", "inheritance-disappoints"])
+def test_presenter_mode_runs_a_lesson_with_its_chart(slug):
+    at = on_page("pages/workshop.py", lesson=slug, present="true")
+    assert not at.exception and at.toggle(key="present").value is True
+    assert any("Discuss" in m.value for m in at.markdown)  # prompts before the run in presenter mode
+    at.button(key=f"ws_run_{slug}").click().run()  # no prediction needed
+    assert not at.exception
+    assert at.get("plotly_chart") and at.dataframe
+    if slug == "reserve-when-budget-binds":
+        assert any("The article's example" in m.value for m in at.markdown)
 
 
 def test_timeline_story_of_a_picked_request():
@@ -301,7 +342,7 @@ def test_compare_configurations_come_from_the_link():
 
 
 def share_link(at: AppTest) -> str:
-    codes = [c.value for c in at.code if "://" in c.value]
+    codes = sorted({c.value for c in at.code if "://" in c.value})  # the Workshop repeats it beside the lesson
     assert len(codes) == 1, codes
     return codes[0]
 
@@ -312,8 +353,8 @@ def test_share_links_carry_the_page_and_its_view():
     assert "/p99?" in link and "policy=priority" in link and "sw_knob=cap" in link and "sw_pts=4" in link
     at.number_input(key="sw_seeds").set_value(2).run()
     assert "sw_seeds=2" in share_link(at) and at.query_params["sw_seeds"] in ("2", ["2"])
-    ws = on_page("pages/workshop.py", lesson="04-kv-caps")
-    assert ws.radio(key="lesson").value == "04-kv-caps" and "/workshop?lesson=04-kv-caps" in share_link(ws)
+    ws = on_page("pages/workshop.py", lesson="kv-caps")
+    assert ws.selectbox(key="lesson").value == "kv-caps" and "lesson=kv-caps" in share_link(ws)
     cmp = on_page("pages/compare.py", c2_name="Buffer", c2_res="2048")
     assert "/compare?" in share_link(cmp) and "c2_name=Buffer" in share_link(cmp) and "c2_res=2048" in share_link(cmp)
     home = fresh(reserve="512")
@@ -341,3 +382,83 @@ def test_view_settings_left_at_their_default_follow_the_scenario():
     at.number_input(key="sw_to").set_value(1000).run()
     at.number_input(key="budget").set_value(8192).run()
     assert at.number_input(key="sw_to").value == 1000  # a value set by hand stays
+
+
+def test_recap_compares_every_remedy_on_the_same_traffic():
+    at = on_page("pages/workshop.py", lesson="recap")
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert len(table) == 11 and "P0 P99 TTFT" in table.columns and "GPUs" in table.columns
+    assert set(table["GPUs"]) == {"1", "2"}
+    assert at.get("plotly_chart")
+
+
+def test_the_sizing_aid_finds_the_smallest_token_reserve():
+    at = on_page("pages/p99.py", preset="budget-bound")
+    at.button(key="sizing_run").click().run()
+    assert not at.exception
+    rows = at.dataframe[-1].value.set_index("Reserve")
+    found = rows.at["Token reserve", "Smallest that meets the SLO"]
+    assert found.endswith(" tokens") and 1024 < int(found.split()[0].replace(",", "")) <= 2560, found
+    assert float(rows.at["Token reserve", "P0 P99 TTFT there"].split()[0]) <= 0.6
+    assert rows.at["KV reserve", "Smallest that meets the SLO"].startswith("none up to")
+
+
+def test_the_handout_holds_every_lesson_with_numbers_and_charts():
+    from ui import lessons
+
+    at = on_page("pages/workshop.py")
+    [b for b in at.button if b.label == "Prepare the handout"][0].click().run()
+    assert not at.exception
+    assert at.get("download_button")  # AppTest cannot read its data: build the same file directly
+    from ui.workshop import _handout
+
+    html = _handout(lessons.stamp(), "en")
+    assert html.startswith("<!DOCTYPE html>") and "Plotly" in html
+    for lesson in lessons.all_lessons():
+        assert f"{lesson.title}</h2>" in html.replace("&#x27;", "'")
+    assert html.count("class=\"plotly-graph-div\"") >= len(lessons.all_lessons()) + 1
+    assert "Recap: every remedy on the same traffic" in html and "✘" not in html
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_in_chinese(page):
+    at = on_page(page, lang="zh")
+    assert not at.exception, page
+    assert at.session_state["lang"] == "zh" and at.radio(key="_lang_pick").value == "zh"
+    shown = " ".join([h.value for h in at.title] + [c.value for c in at.caption] + [h.value for h in at.header])
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in shown), (page, shown[:200])
+
+
+def test_chinese_playground_says_what_happened_and_links_keep_the_language():
+    at = fresh(lang="zh", preset="classic-inversion")
+    assert not at.exception and not notes(at)
+    assert [s.value for s in at.subheader][:1] == ["发生了什么"]
+    assert any("最重要的类" in m.value and "反转" in m.value for m in at.markdown)
+    assert any("场景：" in c.value for c in at.caption)
+    assert "lang=zh" in share_link(at)
+    assert at.selectbox(key="policy").value == "fcfs"  # codes stay codes: the link means the same in any language
+
+
+def test_chinese_workshop_lesson_runs_with_its_chart():
+    at = on_page("pages/workshop.py", lang="zh", lesson="no-alarm", present="true")
+    assert not at.exception
+    assert at.subheader[0].value.startswith("3. 没有告警响起")
+    at.button(key="ws_run_no-alarm").click().run()
+    assert not at.exception and at.get("plotly_chart")
+    assert any("**讨论**" in m.value for m in at.markdown)
+    assert any("模拟结果" in i.value for i in at.info)
+
+
+def test_switching_the_language_keeps_the_scenario_and_a_bad_code_is_named():
+    at = fresh(preset="classic-inversion", reserve="512", policy="priority")
+    before = metric(at, "P0 · P99 TTFT")
+    at.radio(key="_lang_pick").set_value("zh").run()
+    assert not at.exception and at.session_state["lang"] == "zh"
+    assert at.query_params["lang"] in ("zh", ["zh"]) and at.slider(key="reserve").value == 512
+    assert metric(at, "P0 · P99 TTFT") == before and "发生了什么" in [s.value for s in at.subheader]
+    at.switch_page("pages/compare.py").run()
+    assert at.session_state["lang"] == "zh" and at.query_params["lang"] in ("zh", ["zh"])
+    bad = fresh(lang="fr")
+    assert not bad.exception and bad.session_state["lang"] == "en" and "lang" not in bad.query_params
+    assert "is not a language of this app" in notes(bad)

@@ -102,9 +102,20 @@ def test_separate_replicas_baseline_is_one_shared_engine():
 def test_lessons_parse_in_order():
     items, broken = lessons.safe_lessons()
     assert broken == []
-    assert [lesson.title for lesson in items][0] == "Inversion appears" and len(items) == 6
+    assert [lesson.slug for lesson in items] == [
+        "inversion-appears", "fill-what-fits", "no-alarm", "why-is-p0-waiting", "inheritance-disappoints",
+        "reserve-when-budget-binds", "kv-reserve", "kv-caps", "cap-long-requests", "separate-replicas",
+        "when-not-to-prioritise"]
     for lesson in items:
         assert 0 <= lesson.answer < len(lesson.options) and lesson.claims and lesson.reveal
+        assert lesson.goal and 2 <= len(lesson.prompts) <= 3 and 3 <= lesson.minutes <= 8
+        assert lesson.chart["kind"] in lessons.CHARTS
+        for claim in lesson.claims:
+            assert 0 <= claim["run"] < len(lesson.runs) and claim["op"] in lessons.OPS
+            assert ("other" in claim) != ("value" in claim)
+        for name in lesson.show:
+            assert name in lessons.METRIC_LABELS
+    assert 45 <= lessons.total_minutes(items, recap=5) <= 60  # a 45-60 minute workshop
 
 
 @pytest.mark.parametrize("lesson", lessons.all_lessons(), ids=lambda lesson: lesson.slug)
@@ -115,3 +126,10 @@ def test_lesson_claims_hold_and_load_reproduces_its_scenario(lesson):
         assert ok, f"{lesson.slug}: {sentence}"
     c = codec.Codec(load_raw(lesson.scenario))
     assert c.scenario({**c.defaults, **lesson.load_values()}).key() == lesson.scenarios()[-1].key()
+
+
+def test_a_claim_that_does_not_hold_says_so():
+    lesson = lessons.all_lessons()[0]
+    results = [simulate(sc) for sc in lesson.scenarios()]
+    ok, sentence = lessons.check({"run": 0, "metric": "P0.ttft_p99", "op": "<", "value": 0.001}, results)
+    assert not ok and sentence.startswith("P0.ttft_p99 (run 1) = ")

@@ -18,8 +18,20 @@ def test_every_reason_has_every_entry():
 
 
 def test_labels_as_in_the_frames_find_their_entry():
-    assert vocab.look("kv_short") is vocab.REASONS[Reason.KV_SHORT]
-    assert vocab.look("not_a_reason") is vocab.REASONS[Reason.NONE]
+    assert vocab.look("kv_short") == vocab.REASONS[Reason.KV_SHORT]
+    assert vocab.look("not_a_reason") == vocab.REASONS[Reason.NONE]
+
+
+def test_the_phrases_come_in_the_current_language():
+    from ui import i18n
+
+    try:
+        i18n.set_language("zh")
+        zh = vocab.look("kv_short")
+        assert zh.color == vocab.REASONS[Reason.KV_SHORT].color
+        assert zh.short == "空闲 KV 块不够" and "KV" in zh.explain and zh.explain != EXPLAIN[Reason.KV_SHORT]
+    finally:
+        i18n.set_language("en")
 
 
 def test_legend_and_text_read_the_table():

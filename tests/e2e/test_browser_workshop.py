@@ -1,0 +1,84 @@
+"""The workshop and the Chinese UI in a real browser: a lesson link opens that lesson with its
+scenario in the sidebar (and keeps it across pages), presenter mode runs it with its chart; the
+language switch is bound to the URL (`lang=zh`) and the pages render in Chinese with a CJK font.
+Screenshots (1280 px) go to artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from conftest import full_shot, open_app, wait_idle
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+
+def sidebar_scenario(page) -> str:
+    return page.get_by_test_id("stSidebar").get_by_role("combobox", name="Scenario").input_value()
+
+
+def test_a_lesson_link_opens_the_lesson_with_its_scenario_and_keeps_it(page, app_url, shots):
+    open_app(page, f"{app_url}/workshop?lesson=reserve-when-budget-binds&present=true")
+    main = page.get_by_test_id("stMain")
+    expect(main.get_by_role("heading", name="6. A token reserve, where the budget binds")).to_be_visible()
+    assert sidebar_scenario(page) == "budget-bound"
+    main.get_by_text("Link to this lesson").click()
+    wait_idle(page)
+    link = main.get_by_test_id("stCode").inner_text()
+    assert "/workshop?" in link and "preset=budget-bound" in link and "lesson=reserve-when-budget-binds" in link
+    expect(main.get_by_text(re.compile(r"Scenario: Budget-bound"))).to_be_visible()  # the subtitle
+    main.get_by_role("button", name="Run", exact=True).click()  # presenter mode: no prediction needed
+    wait_idle(page, 180_000)
+    expect(main.locator(".js-plotly-plot")).to_have_count(1)
+    expect(main.get_by_text("The article's example, next to the simulation.")).to_be_visible()
+    full_shot(page, shots / "workshop_lesson_link.png")
+    page.get_by_role("link", name="Timeline").click()
+    wait_idle(page)
+    assert sidebar_scenario(page) == "budget-bound"
+    page.get_by_role("link", name="Workshop").click()
+    wait_idle(page)
+    expect(main.get_by_role("heading", name="6. A token reserve, where the budget binds")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]lesson=reserve-when-budget-binds"))
+
+
+def has_cjk_font() -> bool:
+    if not shutil.which("fc-list"):
+        return False
+    out = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
+    return bool(out.strip())
+
+
+def test_the_chinese_ui_renders_and_the_switch_is_in_the_url(page, app_url, shots):
+    if not has_cjk_font():
+        if os.environ.get("CI") == "true":
+            pytest.fail("no CJK font on CI (apt-get install -y fonts-noto-cjk)")
+        pytest.skip("no CJK font installed (fonts-noto-cjk)")
+    open_app(page, f"{app_url}/?preset=classic-inversion")
+    page.get_by_test_id("stSidebar").get_by_text("中文", exact=True).click()
+    wait_idle(page)
+    expect(page).to_have_url(re.compile(r"[?&]lang=zh"))
+    main = page.get_by_test_id("stMain")
+    expect(main.get_by_role("heading", name="实验台")).to_be_visible()
+    expect(main.get_by_role("heading", name="发生了什么")).to_be_visible()
+    expect(main.get_by_text(re.compile("最重要的类"))).to_be_visible()
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    full_shot(page, shots / "zh_playground.png")
+    page.get_by_role("link", name="工作坊").click()
+    wait_idle(page)
+    expect(page).to_have_url(re.compile(r"/workshop\?.*lang=zh"))
+    expect(main.get_by_role("heading", name="1. 反转出现了")).to_be_visible()
+    main.get_by_test_id("stRadio").filter(has_text="先预测").get_by_role("radio").nth(1).click(force=True)
+    wait_idle(page)
+    main.get_by_role("button", name="运行", exact=True).click()
+    wait_idle(page, 180_000)
+    expect(main.get_by_text(re.compile("你的预测与模拟结果一致"))).to_be_visible()
+    expect(main.locator(".js-plotly-plot")).to_have_count(1)
+    full_shot(page, shots / "zh_workshop.png")
+    page.goto(f"{app_url}/timeline?lang=zh&preset=classic-inversion")  # a Chinese link, opened fresh
+    wait_idle(page)
+    expect(main.get_by_role("heading", name="反转时间线")).to_be_visible()
+    full_shot(page, shots / "zh_timeline.png")

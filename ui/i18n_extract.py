@@ -1,0 +1,47 @@
+"""Babel extraction methods for the texts that are not `_()` calls in code (see babel.cfg).
+
+Each is `(fileobj, keywords, comment_tags, options) -> iterable of (lineno, funcname, message,
+comments)`, Babel's extractor interface. The messages are cut exactly as the app looks them up:
+lesson fields whitespace-folded, lesson bodies by paragraph (`ui.i18n.paragraphs`), scenario
+descriptions folded, the engine's reason sentences as they are.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from .i18n import folded, paragraphs
+
+
+def extract_lessons(fileobj, keywords, comment_tags, options):
+    text = fileobj.read().decode("utf-8")
+    _lead, head, body = text.split("---", 2)
+    h = yaml.safe_load(head)
+    for key in ("title", "goal", "question", "reveal"):
+        if h.get(key):
+            yield 1, None, folded(h[key]), [f"lesson {key}"]
+    for opt in h.get("options") or ():
+        yield 1, None, str(opt), ["lesson option"]
+    for run in h.get("runs") or ():
+        yield 1, None, str(run["label"]), ["lesson run label"]
+    for p in h.get("prompts") or ():
+        yield 1, None, folded(p), ["lesson discussion prompt"]
+    if (h.get("article") or {}).get("says"):
+        yield 1, None, str(h["article"]["says"]), ["the article's illustrative number"]
+    for p in paragraphs(body):
+        yield 1, None, p, ["lesson paragraph (Markdown)"]
+
+
+def extract_scenarios(fileobj, keywords, comment_tags, options):
+    data = yaml.safe_load(fileobj.read().decode("utf-8")) or {}
+    if data.get("title"):
+        yield 1, None, str(data["title"]), ["scenario title"]
+    if data.get("description"):
+        yield 1, None, folded(data["description"]), ["scenario description"]
+
+
+def extract_reasons(fileobj, keywords, comment_tags, options):
+    from engine.reasons import EXPLAIN
+
+    for reason, sentence in EXPLAIN.items():
+        yield 1, None, sentence, [f"wait reason {reason.label}"]

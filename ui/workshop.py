@@ -1,0 +1,298 @@
+"""The Workshop page's parts: the agenda, one lesson (presenter mode), the recap, the handout.
+
+The lesson is a view setting (`lesson` in the URL); choosing one — from the picker, Previous /
+Next, or a link — loads its scenario into the sidebar, so the sidebar, the page's subtitle and
+every other page follow the lesson, and its share link opens it with that scenario. The lesson's
+own runs do not depend on the sidebar (they are the lesson's contract); the sidebar is there to
+explore from.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.scenario import load_shipped
+
+from . import handout, lesson_charts, lessons, recap, runs, views, viewstate
+from .fig_workshop import remedies_bars
+from .i18n import _, language
+from .layout import header
+from .sidebar import PENDING_LOAD, load_scenario, share_url
+from .state import Lab
+from .text import plain
+
+RECAP = "recap"
+RECAP_MIN = 5
+PRESENT = "present"
+
+
+@st.cache_data(show_spinner=False)
+def _parsed(stamp: tuple) -> tuple[list, list]:
+    """Parsed and checked lessons (re-read when a lesson file changes)."""
+    return lessons.safe_lessons()
+
+
+def items() -> tuple[list[lessons.Lesson], list[str]]:
+    return _parsed(lessons.stamp())
+
+
+def starts(items_: list[lessons.Lesson]) -> dict[str, int]:
+    """Minute at which each lesson (and the recap) starts."""
+    out, t = {}, 0
+    for lesson in items_:
+        out[lesson.slug] = t
+        t += lesson.minutes
+    out[RECAP] = t
+    return out
+
+
+def agenda(items_: list[lessons.Lesson]) -> pd.DataFrame:
+    at = starts(items_)
+    rows = [{"#": str(n), _("Lesson"): _(lesson.title), _("Minutes"): lesson.minutes,
+             _("Starts at"): f"{at[lesson.slug]}′"} for n, lesson in enumerate(items_, 1)]
+    rows.append({"#": "", _("Lesson"): _("Recap: every remedy on the same traffic"), _("Minutes"): RECAP_MIN,
+                 _("Starts at"): f"{at[RECAP]}′"})
+    return pd.DataFrame(rows)
+
+
+def _follow(by_slug: dict[str, lessons.Lesson]) -> None:
+    """on_change / on_click: the sidebar takes the chosen lesson's scenario."""
+    lesson = by_slug.get(st.session_state.get("lesson"))
+    if lesson is not None:
+        load_scenario(lesson.scenario, lesson.load_values())
+
+
+def _step(order: list[str], by_slug: dict[str, lessons.Lesson], delta: int) -> None:
+    ss = st.session_state
+    i = order.index(ss.get("lesson", order[0])) if ss.get("lesson") in order else 0
+    ss["lesson"] = order[max(0, min(len(order) - 1, i + delta))]
+    _follow(by_slug)
+
+
+def page(lab: Lab) -> None:
+    found, broken = items()
+    for b in broken:
+        st.warning(_("A lesson file could not be loaded: {err}").format(err=plain(b)), icon=":material/error:")
+    if not found:
+        header(lab, _("Workshop"), _("No lessons found"))
+        return
+    by_slug = {lesson.slug: lesson for lesson in found}
+    order = list(by_slug) + [RECAP]
+    params = views.workshop_params(order)
+    defaults = {"lesson": order[0], PRESENT: False}
+    viewstate.seed(params, defaults)
+    ss = st.session_state
+    slug = ss["lesson"]
+    lesson = by_slug.get(slug)
+    if lesson is not None and lab.entered and lab.preset != lesson.scenario and "preset" not in st.query_params \
+            and not lab.uploaded and not ss.get("_ws_followed"):
+        ss["_ws_followed"] = True  # a link naming only the lesson: load its scenario, once
+        ss[PENDING_LOAD] = (lesson.scenario, lesson.load_values())
+        st.rerun()
+    at = starts(found)
+    total = lessons.total_minutes(found, RECAP_MIN)
+    number = {s: n for n, s in enumerate(order, 1)}
+    title = _(lesson.title) if lesson else _("Recap: every remedy on the same traffic")
+    header(lab, _("Workshop"), _("{total} minutes in {n} lessons and a recap · now: {title}").format(
+        total=total, n=len(found), title=title))
+
+    recap_title = _("Recap: every remedy on the same traffic")
+    names = {s: (f"{number[s]}. {_(by_slug[s].title)}" if s in by_slug else recap_title) for s in order}
+
+    def minutes(s: str) -> int:
+        return by_slug[s].minutes if s in by_slug else RECAP_MIN
+
+    with st.container(border=True):
+        c1, c2, c3, c4 = st.columns([4.4, 1.7, 1.7, 2.2], vertical_alignment="bottom")
+        mins = _("{m} min")
+        c1.selectbox(_("Lesson"), order, format_func=lambda s: f"{names[s]} · {mins.format(m=minutes(s))}",
+                     key="lesson", on_change=_follow, args=(by_slug,))
+        c2.button(_("Previous"), icon=":material/arrow_back:", width="stretch", disabled=slug == order[0],
+                  on_click=_step, args=(order, by_slug, -1))
+        c3.button(_("Next"), icon=":material/arrow_forward:", width="stretch", disabled=slug == order[-1],
+                  on_click=_step, args=(order, by_slug, 1))
+        c4.toggle(_("Presenter mode"), key=PRESENT,
+                  help=_("Shows the agenda, the time boxes and the discussion prompts before the run, and lets "
+                         "you run a lesson without a prediction."))
+    viewstate.publish(params, defaults)
+    present = ss[PRESENT]
+    if present:
+        with st.expander(_("Agenda: {total} minutes").format(total=total), icon=":material/schedule:", expanded=False):
+            st.dataframe(agenda(found), hide_index=True, width="stretch")
+    if lesson is None:
+        show_recap(present)
+    else:
+        show_lesson(lab, lesson, number[slug], at[slug], present)
+    _share_box(lab)
+    st.divider()
+    handout_button(found)
+
+
+def _share_box(lab: Lab) -> None:
+    with st.expander(_("Link to this lesson"), icon=":material/link:"):
+        if lab.uploaded:
+            st.write(_("An uploaded scenario cannot travel in a link."))
+        else:
+            st.caption(_("Opens the Workshop at this lesson with its scenario in the sidebar:"))
+            st.code(share_url(lab), language=None, wrap_lines=True)
+
+
+def _results(lesson: lessons.Lesson):
+    scs = lesson.scenarios()
+    return scs, [runs.result(sc) for sc in scs]
+
+
+def _sweep_done(lesson: lessons.Lesson) -> dict[str, dict]:
+    p = lesson_charts.sweep_plan(lesson)
+    if p is None:
+        return {}
+    with st.spinner(_("Running {n} points of the P99 curve…").format(n=len(p.keys))):
+        done, _failed = runs.summaries(p.keys, purpose="ws-sweep")
+    return done
+
+
+def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: bool) -> None:
+    lesson = lessons.localized(base)
+    ss = st.session_state
+    st.subheader(f"{n}. {lesson.title}")
+    st.caption(_("{m} minutes · from minute {start} · scenario {name} · {runs} run(s)").format(
+        m=lesson.minutes, start=start, name=plain(base.scenario), runs=len(lesson.runs)))
+    st.info(_("**Goal:** {goal}").format(goal=lesson.goal), icon=":material/flag:")
+    if lab.preset != base.scenario and not lab.uploaded:
+        c1, c2 = st.columns([4, 1.4], vertical_alignment="center")
+        c1.caption(_("The sidebar holds another scenario ({name}); this lesson runs {lesson}.").format(
+            name=plain(lab.preset), lesson=plain(base.scenario)))
+        c2.button(_("Load this lesson's scenario"), key=f"ws_load_{base.slug}", icon=":material/input:",
+                  width="stretch", on_click=load_scenario, args=(base.scenario, base.load_values()))
+    st.markdown(lesson.body)
+    if present and lesson.prompts:
+        _prompts(lesson)
+    with st.container(border=True):
+        guess = st.radio(_("**Predict:** {q}").format(q=lesson.question), range(len(lesson.options)),
+                         format_func=lambda i: lesson.options[i], index=None, key=f"ws_q_{base.slug}")
+        ran_key = f"ws_ran_{base.slug}"
+        ran = ss.get(ran_key, False)
+        c1, c2 = st.columns(2)
+        c1.button(_("Run"), key=f"ws_run_{base.slug}", icon=":material/play_arrow:", type="primary", width="stretch",
+                  disabled=guess is None and not ran and not present, on_click=ss.__setitem__, args=(ran_key, True),
+                  help=_("Make a prediction first") if guess is None and not present else None)
+        c2.button(_("Load this lesson's scenario"), key=f"ws_load2_{base.slug}", icon=":material/input:",
+                  width="stretch", on_click=load_scenario, args=(base.scenario, base.load_values()),
+                  help=_("Sets the sidebar to this lesson's last configuration, to explore further"))
+    if not ran:
+        return
+    scs, results = _results(base)
+    right = lesson.options[lesson.answer]
+    if guess == lesson.answer:
+        st.success(_("Your prediction matches the simulation: **{answer}**").format(answer=right),
+                   icon=":material/check_circle:")
+    else:
+        st.info(_("The simulation says: **{answer}**").format(answer=right), icon=":material/lightbulb:")
+    labels = [label for label, _o in lesson.runs]
+    fig = lesson_charts.figure(base, scs, results, labels, _sweep_done(base))
+    st.plotly_chart(fig, key=f"ws_fig_{base.slug}", theme=None, config={"displaylogo": False})
+    st.markdown(lesson.reveal)
+    table = lessons.reveal_table(lesson, results)
+    st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2,
+                 column_config={"_index": st.column_config.Column(width="large")})
+    if lesson.article:
+        article_note(lesson, results)
+    with st.expander(_("Claims this lesson makes, checked against the runs"), icon=":material/fact_check:"):
+        for ok, sentence in (lessons.check(c, results) for c in base.claims):
+            st.markdown(f"{':material/check:' if ok else ':material/close:'} `{sentence}`")
+    if base.sizing:
+        from .sizing_view import panel
+
+        panel(lab)
+    if not present and lesson.prompts:
+        _prompts(lesson)
+
+
+def article_note(lesson: lessons.Lesson, results) -> None:
+    a = lesson.article
+    k0, k1 = a["runs"]
+    v0, v1 = (lessons.metric(results[k], a["metric"]) for k in (k0, k1))
+    st.markdown(_("**The article's example, next to the simulation.** The article (illustrative numbers): "
+                  "{metric} {says}. Simulated here ({r0} → {r1}): {v0} → {v1}.").format(
+        metric=lessons.metric_label(a["metric"]).lower() if language() == "en" else lessons.metric_label(a["metric"]),
+        says=a["says"], r0=lesson.runs[k0][0], r1=lesson.runs[k1][0],
+        v0=lessons.fmt_metric(a["metric"], v0), v1=lessons.fmt_metric(a["metric"], v1)))
+
+
+def _prompts(lesson: lessons.Lesson) -> None:
+    st.markdown(_("**Discuss**") + "\n" + "\n".join(f"{i}. {p}" for i, p in enumerate(lesson.prompts, 1)))
+
+
+def recap_summaries() -> list[dict]:
+    keys = [sc.key() for sc in recap.scenarios()]
+    with st.spinner(_("Running every remedy on the same traffic…")):
+        done, failed = runs.summaries(keys, purpose="ws-recap")
+    if failed or len(done) < len(keys):
+        raise RuntimeError(next(iter(failed.values()), "timed out"))
+    return [done[k] for k in keys]
+
+
+def show_recap(present: bool) -> None:
+    st.subheader(_("Recap: every remedy on the same traffic"))
+    title = load_shipped(recap.TRAFFIC).get("title", recap.TRAFFIC)
+    st.caption(_("Traffic: {name}. P0's SLO is 1 s. Cost columns: P1's P99 TTFT, P2's P99 end to end, the "
+                 "machine's throughput and GPUs.").format(name=plain(_(title))))
+    try:
+        t = recap.table(recap_summaries())
+    except RuntimeError as err:
+        st.warning(_("The recap could not run: {err}").format(err=plain(err)), icon=":material/error:")
+        return
+    st.plotly_chart(remedies_bars(t, 1.0), key="ws_recap_fig", theme=None, config={"displaylogo": False})
+    st.dataframe(recap.shown(t), hide_index=True, width="stretch")
+    st.markdown(_("**Discuss**") + "\n" + "\n".join(f"{i}. {p}" for i, p in enumerate([
+        _("Which remedies protect P0 without taking capacity from anyone? Which ones move the wait to P2?"),
+        _("Which of them would you try first on your own traffic, and what would you measure before?"),
+        _("Where did the workshop's numbers surprise you?")], 1)))
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _handout(stamp: tuple, lang: str) -> str:
+    from . import i18n
+
+    i18n.set_language(lang)  # the cached call runs on this script thread with its language
+    found, _broken = lessons.safe_lessons()
+    at = starts(found)
+    sections = []
+    for n, base in enumerate(found, 1):
+        lesson = lessons.localized(base)
+        scs, results = _results(base)
+        labels = [label for label, _o in lesson.runs]
+        p = lesson_charts.sweep_plan(base)
+        done = runs.summaries(p.keys, purpose="ws-sweep")[0] if p else {}
+        fig = lesson_charts.figure(base, scs, results, labels, done)
+        claims = [lessons.check(c, results) for c in base.claims]
+        note = None
+        if lesson.article:
+            a = lesson.article
+            vals = [lessons.fmt_metric(a["metric"], lessons.metric(results[k], a["metric"])) for k in a["runs"]]
+            note = _("The article (illustrative): {says}. Simulated: {v0} → {v1}.").format(
+                says=a["says"], v0=vals[0], v1=vals[1])
+        sections.append(handout.lesson_html(n, lesson, at[base.slug], lessons.reveal_table(lesson, results), fig,
+                                            claims, note))
+    t = recap.table(recap_summaries())
+    return handout.document(sections, agenda(found), recap.shown(t), remedies_bars(t, 1.0),
+                            lessons.total_minutes(found, RECAP_MIN))
+
+
+def handout_button(found: list[lessons.Lesson]) -> None:
+    c1, c2 = st.columns([2, 3], vertical_alignment="center")
+    ss = st.session_state
+    key = (lessons.stamp(), language())
+    if c1.button(_("Prepare the handout"), icon=":material/description:", width="stretch",
+                 help=_("Every lesson with its numbers and chart, and the recap, as one HTML file (runs what has "
+                        "not run yet: up to a minute the first time)")):
+        with st.spinner(_("Running every lesson…")):
+            ss["_ws_handout"] = (key, _handout(*key))
+    ready = ss.get("_ws_handout")
+    if ready and ready[0] == key:
+        c2.download_button(_("Download the handout (HTML)"), ready[1],
+                           file_name=f"inversion-lab-workshop-{key[1]}.html", mime="text/html",
+                           icon=":material/download:", on_click="ignore", width="stretch")
+    else:
+        c2.caption(_("The handout holds every lesson, its numbers and chart, and the recap, in this language."))
