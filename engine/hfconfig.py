@@ -130,8 +130,8 @@ class _Fields:
             if default is not None:
                 return default
             raise ConfigError(f"{ORIGIN}: {self.prefix}{key} is missing{why}")
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
+        if isinstance(v, float) and v.is_integer() and lo <= v <= hi:
+            v = int(v)  # 32.0 is 32
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise ConfigError(f"{ORIGIN}: {self.prefix}{key} = {brief(v)}: "
                               f"must be a whole number from {lo:,} to {hi:,}")

@@ -50,10 +50,11 @@ GPT_OSS_120B = {  # openai/gpt-oss-120b
         "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
 }
 
-# published totals (B parameters) and active parameters where the model card states them
+# published totals and active parameters (B) where the model card states them, and whether the card's
+# active count includes the input embedding (Qwen's does; DeepSeek's and OpenAI's leave it out)
 PUBLISHED = {
-    "Llama-3.1-8B": (LLAMA_31_8B, 8.03, None), "Llama-3.1-70B": (LLAMA_31_70B, 70.6, None),
-    "Llama-3.1-405B": (LLAMA_31_405B, 405.9, None), "Qwen3-30B-A3B": (QWEN3_30B_A3B, 30.5, 3.3),
-    "Qwen3-235B-A22B": (QWEN3_235B_A22B, 235.0, 22.0), "DeepSeek-V3": (DEEPSEEK_V3, 671.0, 37.0),
-    "DeepSeek-V2-Lite": (DEEPSEEK_V2_LITE, 15.7, 2.4), "gpt-oss-120b": (GPT_OSS_120B, 116.8, 5.1),
+    "Llama-3.1-8B": (LLAMA_31_8B, 8.03, None, None), "Llama-3.1-70B": (LLAMA_31_70B, 70.6, None, None),
+    "Llama-3.1-405B": (LLAMA_31_405B, 405.9, None, None), "Qwen3-30B-A3B": (QWEN3_30B_A3B, 30.5, 3.3, True),
+    "Qwen3-235B-A22B": (QWEN3_235B_A22B, 235.0, 22.0, True), "DeepSeek-V3": (DEEPSEEK_V3, 671.0, 37.0, False),
+    "DeepSeek-V2-Lite": (DEEPSEEK_V2_LITE, 15.7, 2.4, False), "gpt-oss-120b": (GPT_OSS_120B, 116.8, 5.1, False),
 }
