@@ -409,6 +409,6 @@ def describe(section: dict[str, Any]) -> str:
     else:
         parts.append(f"{section['kv_heads']} KV heads × {section['head_dim']}")
     parts.append(f"{section['layers']} layers" + (f" ({section['kv_layers']} with a growing KV cache)"
-                                                  if "kv_layers" in section else ""))
-    parts.append({1: "FP8 weights", 2: "16-bit weights"}.get(section["dtype_bytes"], ""))
+                                                  if section.get("kv_layers") else ""))
+    parts.append({1: "FP8 weights", 2: "16-bit weights"}.get(section.get("dtype_bytes"), ""))
     return ", ".join(x for x in parts if x)

@@ -1,17 +1,22 @@
-"""The step-time table of the GPU & memory page: what a decode or prefill step costs.
+"""The GPU & memory page's numbers: what a step costs, and what MoE and MLA change.
 
-Pure: the scenario's cost model in, a small table out (milliseconds per part).
+Pure: the scenario and its memory breakdown in, small tables and sentences out (Markdown-safe:
+the model and GPU names, which may come from a pasted config, are escaped).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from engine.cost import make_step_cost
-from engine.memory import MemoryBreakdown
+from engine.cost import linear_peak_flops, make_step_cost
+from engine.memory import MemoryBreakdown, kv_bytes_per_token
 from engine.scenario import Scenario
 
+from .text import plain
+
 CONTEXT = 1000  # tokens of context per decoding request in the examples
+GIB = 1024**3
+KIB = 1024
 
 
 def step_table(sc: Scenario, mem: MemoryBreakdown) -> pd.DataFrame:
@@ -27,3 +32,95 @@ def step_table(sc: Scenario, mem: MemoryBreakdown) -> pd.DataFrame:
     for k in ("compute_s", "memory_s", "overhead_s", "step_s"):
         df[k.replace("_s", "_ms")] = (df.pop(k) * 1000).round(2)
     return df
+
+
+def kv_formula(mem: MemoryBreakdown) -> str:
+    """How the KiB per token on one GPU come about, with the model's numbers."""
+    m, tp = mem.model, mem.tp
+    layers = f"{m.cache_layers} layers" + (f" (of {m.layers}; the others keep a fixed window)"
+                                           if m.cache_layers != m.layers else "")
+    if m.mla:
+        return (f"({m.kv_lora_rank} latent + {m.qk_rope_head_dim} rope) × {layers} × {m.kv_dtype_bytes} B = "
+                f"{mem.kv_bytes_per_token / KIB:,.1f} KiB, the same on every GPU (MLA's latent is not split "
+                "by tensor parallelism)")
+    heads = max(1, m.kv_heads // tp)
+    split = f" ({m.kv_heads} split over {tp} GPUs)" if tp > 1 else ""
+    return (f"2 (K, V) × {layers} × {heads} KV heads{split} × {m.head_dim} × {m.kv_dtype_bytes} B = "
+            f"{mem.kv_bytes_per_token / KIB:,.1f} KiB")
+
+
+def moe_table(sc: Scenario, mem: MemoryBreakdown) -> pd.DataFrame | None:
+    """For an MoE model: per step size, the share of each layer's experts the tokens use and the
+    weight bytes a step reads per GPU (None for a dense model)."""
+    if not mem.model.moe:
+        return None
+    cost = make_step_cost(sc.cost, mem)
+    total = cost.weight_bytes + cost.expert_bytes
+    rows = []
+    for n in sorted({1, 8, 32, 128, sc.scheduler.max_num_batched_tokens}):
+        read = cost.weight_bytes + cost.expert_bytes * cost.touched(n)
+        rows.append({"tokens in the step": n, "experts used (%)": round(100 * cost.touched(n), 1),
+                     "weights read per GPU (GiB)": round(read / GIB, 2),
+                     "of all weights (%)": round(100 * read / total, 1)})
+    return pd.DataFrame(rows)
+
+
+def moe_text(mem: MemoryBreakdown) -> str:
+    m = mem.model
+    k, e = m.experts_per_token, m.experts
+    return (
+        f"**{plain(m.name)}** keeps all **{m.params / 1e9:,.1f} B** parameters in memory "
+        f"({mem.weights / GIB:,.1f} GiB per GPU), but each token uses only **{k} of {e}** experts per layer: "
+        f"**{m.active_params / 1e9:,.1f} B active** parameters, which set the FLOPs. What a step *reads* depends "
+        f"on the batch: with routing spread evenly, one token leaves an expert unused with probability "
+        f"1 − {k}/{e}, so b tokens use a share 1 − (1 − {k}/{e})^b of the experts. A lone decode reads "
+        f"{100 * k / e:.1f} % of them; a busy decode step almost all. So an MoE model's decode gets "
+        "*dearer* per step as the batch grows, where a dense model's barely changes."
+    )
+
+
+def mla_text(mem: MemoryBreakdown) -> str:
+    m, tp = mem.model, mem.tp
+    mha = m.cache_layers * m.q_heads * (2 * m.head_dim + m.qk_rope_head_dim) * m.kv_dtype_bytes  # K: nope + rope; V
+    one_copy = kv_bytes_per_token(m)
+    text = (
+        f"**{plain(m.name)}** uses multi-head latent attention: per layer and token it caches one compressed "
+        f"latent of {m.kv_lora_rank} values plus {m.qk_rope_head_dim} for positions, "
+        f"**{one_copy / KIB:,.1f} KiB** per token, where keys and values for its {m.q_heads} heads would take "
+        f"{mha / KIB:,.0f} KiB ({mha / one_copy:,.0f}×). vLLM gives MLA one KV head per GPU whatever the tensor "
+        "parallelism, so every GPU holds the whole latent of every token it serves"
+    )
+    if tp > 1:
+        text += (f": at {tp} GPUs a grouped-query model's cache per GPU shrinks {tp}×, this one's does not, so "
+                 "the advantage narrows as the replica grows.")
+    else:
+        text += ": adding GPUs per replica divides its weights but not its per-token cache."
+    return text
+
+
+def defaults_text(sc: Scenario, mem: MemoryBreakdown) -> str | None:
+    """Which scheduler numbers are vLLM's defaults for this GPU (None if both are set)."""
+    keys = sc.device_defaults
+    if not keys:
+        return None
+    s = sc.scheduler
+    parts = []
+    if "max_num_batched_tokens" in keys:
+        parts.append(f"token budget {s.max_num_batched_tokens:,}")
+    if "max_num_seqs" in keys:
+        parts.append(f"{s.max_num_seqs:,} running requests")
+    return (f"{' and '.join(parts).capitalize()}: vLLM 0.33's default for a {mem.gpu.memory_gib:,.0f} GiB "
+            f"{plain(mem.gpu.name)} (set them in the sidebar to override).")
+
+
+def precision_text(mem: MemoryBreakdown) -> str:
+    """Which peak the matrix multiplies run at, and the bytes per weight and per cached value."""
+    m, g = mem.model, mem.gpu
+    peak = linear_peak_flops(m, g)
+    weights = {1: "FP8", 2: "16-bit", 4: "32-bit"}.get(m.dtype_bytes, f"{m.dtype_bytes}-byte")
+    if m.moe and m.expert_dtype_bytes is not None:
+        weights += f" (experts {m.expert_dtype_bytes * 8:g} bits)"
+    fp8_note = " (FP8)" if peak != g.peak_flops else (
+        " (BF16: this GPU has no FP8 tensor cores)" if m.dtype_bytes == 1 else " (BF16)")
+    kv = {1: "FP8", 2: "16-bit"}.get(m.kv_dtype_bytes, f"{m.kv_dtype_bytes}-byte")
+    return f"Weights {weights}, KV cache {kv}; matrix multiplies at {peak / 1e12:,.0f} TFLOP/s peak{fp8_note}."
