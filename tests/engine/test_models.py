@@ -7,6 +7,8 @@ The numbers are worked out by hand in the comments (GiB = 2^30 bytes; H100: 79.6
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import from_dict, load, scenario_names, simulate
 from engine.cost import make_step_cost
@@ -271,3 +273,37 @@ def test_moe_fields_that_contradict_each_other_are_refused_with_the_field_named(
     # switching an MoE preset to dense (experts 0) is allowed: all its parameters then count
     dense = resolve_model(from_dict({"model": {"name": "Qwen3-30B-A3B", "experts": 0}}).model)
     assert dense.active_params == dense.params == 30.53e9
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(gpu=st.sampled_from(sorted(GPUS)), budget=st.none() | st.integers(1, 100_000),
+       seqs=st.none() | st.integers(1, 5000), other=st.sampled_from(sorted(GPUS)))
+def test_unset_keys_follow_the_gpu_through_any_round_trip(gpu, budget, seqs, other):
+    sc = from_dict({"hardware": {"gpu": gpu}, "scheduler": {"max_num_batched_tokens": budget, "max_num_seqs": seqs}})
+    default = vllm_batch_defaults(gpu, GPUS[gpu].memory_gib)
+    assert sc.scheduler.max_num_batched_tokens == (budget if budget is not None else default[0])
+    assert sc.scheduler.max_num_seqs == (seqs if seqs is not None else default[1])
+    assert from_dict(to_dict(sc)) == sc and from_dict(to_dict(sc)).key() == sc.key()
+    moved = to_dict(sc)
+    moved["hardware"]["gpu"] = other
+    again = from_dict(moved)
+    expect = vllm_batch_defaults(other, GPUS[other].memory_gib)
+    assert again.scheduler.max_num_batched_tokens == (budget if budget is not None else expect[0])
+    assert again.scheduler.max_num_seqs == (seqs if seqs is not None else expect[1])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(model=st.sampled_from(sorted(n for n, m in MODELS.items() if m.moe)), a=st.integers(1, 20_000),
+       b=st.integers(1, 20_000), ctx=st.integers(0, 10**7))
+def test_moe_weight_reads_grow_with_the_step_and_stay_between_k_over_e_and_all(model, a, b, ctx):
+    sc = from_dict({"hardware": {"gpu": "B200", "num_gpus": 8}, "model": {"name": model}})
+    cost = make_step_cost(sc.cost, breakdown(sc))
+    m = resolve_model(sc.model)
+    lo, hi = min(a, b), max(a, b)
+    assert m.experts_per_token / m.experts - 1e-12 <= cost.touched(lo) <= cost.touched(hi) <= 1.0
+    assert cost.parts(lo, 0.0, ctx)["memory_s"] <= cost.parts(hi, 0.0, ctx)["memory_s"]
+    assert cost(lo, lo * (ctx + 0.5), ctx) <= cost(hi, hi * (ctx + 0.5), ctx)
