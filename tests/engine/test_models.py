@@ -242,8 +242,9 @@ def test_a_run_uses_the_gpu_default_seats(tmp_path):
             "cost": {"model": "fixed", "step_time_s": 0.01},
             "classes": {"A": {"arrival": {"process": "times", "times": [0.0] * 600},
                               "prompt": {"value": 1}, "output": {"value": 1}}}}
-    res = simulate(from_dict(data))
-    assert int(res.steps["batch_size"].max()) == 256 and len(res.steps) == 3  # 256, 256, 88
+    assert int(simulate(from_dict(data)).steps["batch_size"].max()) == 256
+    data["hardware"]["gpu"] = "H20"  # a Hopper-class default: 1,024 seats, all 600 in one step
+    assert int(simulate(from_dict(data)).steps["batch_size"].max()) == 600
 
 
 # ---------------------------------------------------------------------------------------------
