@@ -10,6 +10,7 @@ FCFS rules, timed in the same process environment — the yardstick for "faster 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -41,61 +42,46 @@ def _child_peak_mib() -> float:
 
 
 class _Req:
-    __slots__ = ("arrival", "prompt", "end", "computed", "seq", "finish")
+    __slots__ = ("tick", "prompt", "end", "computed", "seq", "finish")
 
-    def __init__(self, arrival: float, prompt: int, output: int):
-        self.arrival, self.prompt, self.end = arrival, prompt, prompt + output
+    def __init__(self, tick: int, prompt: int, output: int):
+        self.tick, self.prompt, self.end = tick, prompt, prompt + output
         self.computed, self.seq, self.finish = 0, prompt, -1.0
 
 
 def naive_loop(arrival, prompt, output, blocks: int, block_size: int, budget: int, max_seqs: int,
-               step_s: float) -> tuple[int, list[float]]:
-    """vLLM v1 FCFS stepped one iteration at a time over per-request objects: (steps, finish times)."""
-    reqs = [_Req(a, p, o) for a, p, o in zip(arrival, prompt, output)]
-    pending, waiting, running = deque(reqs), deque(), []
-    free, t, steps = blocks, 0.0, 0
+               step_s: float, asyn: bool = True) -> tuple[int, list[float]]:
+    """vLLM v1 FCFS stepped one iteration at a time over per-request objects: (steps, finish times).
+    `blocks` usable KV blocks; steps on the grid k·step_s; `asyn`: a finished request leaves
+    after the next schedule() call (which takes no time if it schedules nothing). No prefix cache:
+    the engine agrees with it when nothing shares a prefix and nothing is preempted (vidur-2k)."""
+    reqs = [_Req(math.ceil(round(a / step_s, 9)), p, o) for a, p, o in zip(arrival, prompt, output)]
+    pending, waiting, running, in_flight = deque(reqs), deque(), [], []
+    free, tick, steps = blocks, 0, 0
 
     def need(tokens: int) -> int:
         return -(-tokens // block_size)
 
     while pending or waiting or running:
-        while pending and pending[0].arrival <= t:
+        while pending and pending[0].tick <= tick:
             waiting.append(pending.popleft())
         if not waiting and not running:
-            t = pending[0].arrival
+            tick = pending[0].tick
             continue
-        left, chunk, preempted = budget, {}, False
-        k = 0
-        while k < len(running) and left > 0:  # running requests first, in admission order
-            r = running[k]
-            n = min(r.seq - r.computed, left)
-            grow = need(r.computed + n) - need(r.computed)
-            while grow > free:  # no blocks: preempt the most recently admitted (recompute)
-                v = running.pop()
-                given = chunk.pop(id(v), 0)
-                free += need(v.computed + given)
-                left += given
-                v.computed = 0
-                waiting.appendleft(v)
-                preempted = True
-                if v is r:
-                    break
-            if preempted and r not in running:
-                break
-            free -= grow
-            chunk[id(r)] = n
-            left -= n
-            k += 1
-        while waiting and not preempted and left > 0 and len(running) < max_seqs:  # then waiting, FCFS
-            r = waiting[0]
-            if need(r.seq) > free:  # the whole sequence must fit
-                break
-            n = min(r.seq - r.computed, left)
-            running.append(waiting.popleft())
-            free -= need(r.computed + n)
-            chunk[id(r)] = n
-            left -= n
-        t += step_s
+        left, chunk, preempted, free = _naive_running(running, waiting, free, budget, need)
+        if not preempted:
+            left, free = _naive_waiting(running, waiting, free, left, chunk, max_seqs, need)
+        if in_flight:  # async: the last step's outputs, taken in after this call
+            for r in in_flight:
+                if r in running:
+                    running.remove(r)
+                    free += need(r.computed)
+                else:  # preempted by this call
+                    waiting.remove(r)
+            in_flight = []
+            if not chunk:
+                continue  # an empty call: no forward pass, no time
+        tick += 1
         steps += 1
         done = []
         for r in running:  # apply the step
@@ -104,11 +90,58 @@ def naive_loop(arrival, prompt, output, blocks: int, block_size: int, budget: in
                 r.seq += 1
                 if r.seq == r.end:
                     done.append(r)
+                    r.finish = tick * step_s
+        if asyn:
+            in_flight = done
+            continue
         for r in done:
             running.remove(r)
             free += need(r.computed)
-            r.finish = t
     return steps, [r.finish for r in reqs]
+
+
+def _naive_running(running, waiting, free, budget, need):
+    """The running pass in admission order; no blocks: preempt the most recently admitted."""
+    left, chunk, preempted = budget, {}, False
+    k = 0
+    while k < len(running) and left > 0:
+        r = running[k]
+        if r.seq == r.end:  # its last token is in flight (async)
+            k += 1
+            continue
+        n = min(r.seq - r.computed, left)
+        grow = need(r.computed + n) - need(r.computed)
+        while grow > free:
+            v = running.pop()
+            given = chunk.pop(id(v), 0)
+            free += need(v.computed + given)
+            left += given
+            v.computed = 0
+            waiting.appendleft(v)
+            preempted = True
+            if v is r:
+                break
+        if preempted and r not in running:
+            break
+        free -= grow
+        chunk[id(r)] = n
+        left -= n
+        k += 1
+    return left, chunk, preempted, free
+
+
+def _naive_waiting(running, waiting, free, left, chunk, max_seqs, need):
+    """The waiting pass, FCFS: the whole sequence must fit; only the first chunk is allocated."""
+    while waiting and left > 0 and len(running) < max_seqs:
+        r = waiting[0]
+        if need(r.seq) > free:
+            break
+        n = min(r.seq - r.computed, left)
+        running.append(waiting.popleft())
+        free -= need(r.computed + n)
+        chunk[id(r)] = n
+        left -= n
+    return left, free
 
 
 def naive_vidur() -> dict:
@@ -119,9 +152,9 @@ def naive_vidur() -> dict:
     sc = load("vidur-2k")
     wl = build(sc)
     t0 = time.perf_counter()
-    steps, _ = naive_loop(wl.arrival_s.tolist(), wl.prompt.tolist(), wl.output.tolist(), sc.kv.num_blocks,
+    steps, _ = naive_loop(wl.arrival_s.tolist(), wl.prompt.tolist(), wl.output.tolist(), sc.kv.num_blocks - 1,
                           sc.kv.block_size, sc.scheduler.max_num_batched_tokens, sc.scheduler.max_num_seqs,
-                          sc.cost.step_time_s)
+                          sc.cost.step_time_s, sc.scheduler.async_scheduling)
     return {"wall_s": time.perf_counter() - t0, "steps": steps}
 
 

@@ -44,6 +44,7 @@ class KVPool:
         self.used = 0
         self.used_other = 0  # blocks held by classes that are not top priority
         self.capped = bool(np.any(self.class_caps < UNLIMITED))
+        self.cache = None  # the prefix cache (`engine.prefix`), when on
 
     def blocks(self, tokens):
         """Blocks needed to hold `tokens` tokens: ceil(tokens / block_size)."""
@@ -138,12 +139,29 @@ class KVPool:
                 self.grow(c, g)
 
     def grow(self, c: int, n: int) -> None:
+        """n new blocks for class c, from the free queue (with prefix caching: cached blocks may be
+        evicted to give them)."""
         if not n:
             return
+        cache = self.cache
+        if cache is not None:
+            if cache.q:
+                cache.take(n, self.capacity - self.used)
+            elif (evict := n - (self.capacity - self.used - cache.n_cached)) > 0:
+                cache.n_cached -= evict  # only nameless cached blocks: evicting them forgets nothing
         self.used_cls[c] += n
         self.used += n
         if not self._top[c]:
             self.used_other += n
 
     def release(self, c: int, n: int) -> None:
-        self.grow(c, -n)
+        self.count(c, -n)
+
+    def count(self, c: int, n: int) -> None:
+        """The ledger: class c holds n more blocks (negative: fewer)."""
+        if not n:
+            return
+        self.used_cls[c] += n
+        self.used += n
+        if not self._top[c]:
+            self.used_other += n

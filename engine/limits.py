@@ -35,6 +35,7 @@ import numpy as np
 from .cost import make_step_cost
 from .memory import breakdown
 from .scenario import Scenario, ScenarioError
+from .steplog import COLUMNS
 
 # Time and memory constants: least-squares fits from `python -m engine.calibrate` on the
 # development machine (2 cores, 2026-11-30; CPU time of each run), times 1.3 for time and 1.25
@@ -129,7 +130,7 @@ def estimate_work(sc: Scenario) -> Work:
     loads: dict[str, _Load] = {}
     keys: dict[str, str] = {}
 
-    kv_tokens = mem.blocks * mem.block_size
+    kv_tokens = mem.usable_blocks * mem.block_size  # one of num_gpu_blocks is vLLM's null block
 
     def add(name: str, n: float, prompt: np.ndarray, output: np.ndarray, key: str) -> None:
         caps = sc.request_class(name).caps
@@ -175,7 +176,7 @@ def estimate_work(sc: Scenario) -> Work:
         rate_key = "times" if spec.arrival.process == "times" else "rate"
         add(name, n, prompt, output, f"classes.{name}.arrival.{rate_key}")
     if sc.trace is not None:
-        _, prompt, output, cls = _from_trace(sc, names)
+        _, prompt, output, cls, _ = _from_trace(sc, names)
         for ci in np.unique(cls).tolist():
             rows = cls == ci
             add(names[ci], float(rows.sum()), prompt[rows].astype(float), output[rows].astype(float), "trace.limit")
@@ -189,7 +190,7 @@ def estimate_work(sc: Scenario) -> Work:
         queue_steps += qs
         prefill_steps += min(st, mix.prefill_own)
     n_cls = len(names)
-    values_per_step = 11 + 3 * n_cls
+    values_per_step = len(COLUMNS) + 3 * n_cls  # the step log's values per step
     aging = sc.mitigations.aging_s > 0 and s.policy != "fcfs"
     seconds = (SEC_BASE + SEC_PER_REQUEST * requests + SEC_PER_STEP * (steps - prefill_steps)
                + SEC_PER_PREFILL_STEP * prefill_steps + SEC_PER_STEP_CLASS * steps * n_cls

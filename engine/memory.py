@@ -77,7 +77,10 @@ def kv_bytes_per_token_per_gpu(model: Model, tp: int) -> float:
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Per-GPU memory budget in bytes, and the KV blocks/tokens it leaves (whole replica)."""
+    """Per-GPU memory budget in bytes, and the KV blocks/tokens it leaves (whole replica).
+
+    `blocks` is vLLM's `num_gpu_blocks`: one of them is vLLM's null block (block 0, never handed
+    out), so `usable_blocks` = blocks − 1 hold requests."""
 
     gpu: Gpu
     model: Model
@@ -90,6 +93,11 @@ class MemoryBreakdown:
     kv_bytes_per_token: float
     block_size: int
     blocks: int
+
+    @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can hold: vLLM keeps one of `num_gpu_blocks` as its null block."""
+        return self.blocks - 1
 
     @property
     def kv_tokens(self) -> int:
@@ -110,7 +118,7 @@ def breakdown(sc: Scenario) -> MemoryBreakdown:
         blocks = sc.kv.num_blocks
     else:
         blocks = int(max(kv, 0) // (bs * per_tok))
-        if blocks < 1:
+        if blocks < 2:  # one is vLLM's null block
             raise ScenarioError(
                 f"{model.name} on {tp}× {gpu.name} leaves no memory for KV cache "
                 f"(weights {weights / GIB:.1f} GiB per GPU of {usable / GIB:.1f} GiB usable): "

@@ -3,7 +3,9 @@
 Percentiles use numpy's default (linear interpolation) over the measured requests of a class
 (arrival ≥ warmup_s) that have the value; none → null. A request split into pieces by a prompt
 cap counts once: arrival of its first piece, first token of its first piece, finish of its last.
-SLO attainment counts every measured request: rejected or unfinished ones miss. `batch_fill` is
+SLO attainment counts every measured request: rejected or unfinished ones miss. `cache_hit_rate`:
+the share of admitted requests' prompt tokens found in the prefix cache at their first admission;
+`cached_tokens`: tokens found in the cache over every admission (prefill work and KV writes saved). `batch_fill` is
 the share of the step token budget used in steps that left requests waiting (all steps if none
 did): how full the batch was when there was work it could not take — the seed article's measure.
 """
@@ -16,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .memory import MemoryBreakdown
+from .reasons import SHED
 from .scenario import Scenario
 
 
@@ -77,11 +80,14 @@ def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
             ok &= ~(r["tpot_s"] > slo.tpot_s).to_numpy()
         attain = float(ok.mean())
     inv = r["inversion_s"].to_numpy()
+    admitted = r["first_scheduled_s"].notna().to_numpy()
+    prompt = int(r["prompt_tokens"].to_numpy()[admitted].sum())
     return {
         "priority": int(spec.priority),
         "n": int(len(r)),
         "completed": int(done.sum()),
         "rejected": int((r["status"] == "rejected").sum()),
+        "shed": int(r["reason"].astype(str).str.startswith(SHED).sum()),
         "unfinished": int((r["status"] == "unfinished").sum()),
         "ttft_p50": pct(r["ttft_s"], 50),
         "ttft_p90": pct(r["ttft_s"], 90),
@@ -98,6 +104,8 @@ def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
         "inversion_s": float(inv.sum()),
         "inverted_requests": int(np.count_nonzero(inv > 0)),
         "slo_attainment": attain,
+        "cache_hit_rate": float(r["cached_tokens"].to_numpy()[admitted].sum()) / prompt if prompt else None,
+        "cached_tokens": int(r["cached_tokens_all"].sum()),
     }
 
 
@@ -107,7 +115,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
     names = sc.class_names
     tokens = steps["prefill_tokens"] + steps["decode_tokens"] if len(steps) else pd.Series(dtype=float)
     busy = float(steps["dt_s"].sum()) if len(steps) else 0.0
-    kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.blocks) if busy else 0.0
+    kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.usable_blocks) if busy else 0.0
     budget = sc.scheduler.max_num_batched_tokens
     waiting = steps["waiting"] if len(steps) else None
     loaded = tokens[waiting > 0] if len(steps) and (waiting > 0).any() else tokens
@@ -126,7 +134,9 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
         "batch_fill": float(loaded.mean()) / budget if len(loaded) else 0.0,
         "preemptions": int(req["preemptions"].sum()),
         "recomputed_tokens": int(req["recomputed_tokens"].sum()),
+        "cached_tokens": int(req["cached_tokens_all"].sum()),
         "rejected": int((req["status"] == "rejected").sum()),
+        "shed": int(req["reason"].astype(str).str.startswith(SHED).sum()),
         "unfinished": int((req["status"] == "unfinished").sum()),
         "alerts": int(len(alerts)),
         "reserve_idle_token_frac": float(steps["reserve_idle"].sum()) / (budget * len(steps)) if len(steps) else 0.0,

@@ -23,9 +23,9 @@ def preflight(sc: Scenario, limits: WorkLimits | None = None) -> Work:
     check(sc)
     mem = breakdown(sc)
     priorities = {sc.request_class(n).priority for n in sc.class_names}
-    if sc.mitigations.p0_kv_reserve >= mem.blocks and len(priorities) > 1:
+    if sc.mitigations.p0_kv_reserve >= mem.usable_blocks and len(priorities) > 1:
         raise ScenarioError(f"mitigations.p0_kv_reserve = {sc.mitigations.p0_kv_reserve} blocks leaves nothing of "
-                            f"the {mem.blocks}-block KV cache for the other classes")
+                            f"the {mem.usable_blocks} usable KV blocks for the other classes")
     for name, spec in sc.classes.items():
         for part in ("prompt", "output"):
             length = getattr(spec, part)

@@ -13,7 +13,7 @@ import bisect
 class WaitingQueue:
     def __init__(self):
         self._entries: list[tuple] = []
-        self._ids: list[int] = []  # the entries' ids, same order (so reading the order is a C copy)
+        self.order: list[int] = []  # the entries' ids, same order (read only; `ids()` copies it)
         self._entry: dict[int, tuple] = {}
 
     def __len__(self) -> int:
@@ -27,19 +27,19 @@ class WaitingQueue:
         self._entry[i] = entry
         at = bisect.bisect_right(self._entries, entry)
         self._entries.insert(at, entry)
-        self._ids.insert(at, i)
+        self.order.insert(at, i)
 
     def remove(self, i: int) -> None:
         at = bisect.bisect_left(self._entries, self._entry.pop(i))
         del self._entries[at]
-        del self._ids[at]
+        del self.order[at]
 
     def ids(self) -> list[int]:
         """Request ids in queue order (a copy: the queue may change while the caller walks it)."""
-        return self._ids.copy()
+        return self.order.copy()
 
     def rekey(self, key_fn) -> None:
         """Re-sort every entry under a new key function (used by aging, whose keys drift)."""
         self._entries = sorted((*key_fn(i), i) for i in self._entry)
-        self._ids = [e[-1] for e in self._entries]
+        self.order[:] = [e[-1] for e in self._entries]
         self._entry = {e[-1]: e for e in self._entries}

@@ -36,3 +36,11 @@ EXPLAIN: dict[Reason, str] = {
 }
 
 LABELS = [r.label for r in Reason]
+
+SHED = "HTTP 503"  # how a request refused by vLLM's API server queue limits is rejected (its reason starts so)
+
+# vLLM 0.33 exports `vllm:num_requests_waiting_by_reason{reason}` with two values: "deferred" —
+# skipped for a transient constraint (a LoRA budget, a KV transfer, a blocked status) — and
+# "capacity" for every other waiting request. The engine's class cap skips a request the way
+# vLLM's LoRA budget does; every other reason waits for capacity (KV, budget, seats, the queue).
+VLLM_REASON = {r: ("deferred" if r == Reason.CLASS_CAP else "capacity") for r in Reason if r != Reason.NONE}

@@ -1,7 +1,11 @@
 """One engine instance: its scheduler, its KV pool, and its step loop as a SimPy process.
 
 The loop is nano-vLLM's `step()`: schedule → run for the step time → apply results. When nothing
-is queued or running, the replica sleeps until its feed hands it the next arrival.
+is queued or running, the replica sleeps until its feed hands it the next arrival. A schedule()
+call that schedules nothing yet changes something (it preempted every running request; under
+async scheduling, it took in the last step's outputs) runs no forward pass and takes no time, as
+in vLLM: the next call, at the same instant, builds the step. A call that schedules nothing and
+changes nothing is an idle step of the usual length, so the loop always moves on.
 
 Multi-step skipping: after a pure decode step (everyone decoded one token; nobody was admitted,
 preempted or finished) the next steps are the same step again until something happens — an
@@ -11,8 +15,9 @@ out how many steps that is (`_quiet_steps`), computes their step times exactly a
 (the roofline time grows with the context every step), logs them as one run, and advances time
 in one SimPy timeout. Every decision, count and time equals stepping one at a time.
 
-The replica keeps its own clock (`now`): the same float additions stepping makes, so a run's end
-is exactly where stepping would have arrived; SimPy's clock only orders the replicas.
+The replica keeps its own clock (`now`, `engine.clock`): exact grid points k·dt on a fixed step,
+otherwise the same float additions stepping makes, so a run's end is exactly where stepping would
+have arrived; SimPy's clock only orders the replicas.
 """
 
 from __future__ import annotations
@@ -22,21 +27,26 @@ import math
 import numpy as np
 import simpy
 
+from .clock import Clock
 from .cost import StepCost
 from .kv import KVPool
 from .observe import WaitLog
-from .reasons import Reason
+from .reasons import VLLM_REASON, Reason
 from .requests import Requests
 from .scheduler import Scheduler
 from .step import Step
 from .steplog import StepLog
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
-_KV_SHORT, _RESERVE = int(Reason.KV_SHORT), int(Reason.RESERVE)
+WAKE = object()  # a wait until the router hands over an arrival
+_KV_SHORT, _RESERVE, _HOL = int(Reason.KV_SHORT), int(Reason.RESERVE), int(Reason.HEAD_OF_LINE)
+_TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
+_DEFERRED = [int(r) - 1 for r, word in VLLM_REASON.items() if word == "deferred"]  # vLLM's two words
+_NO_REASONS = [0] * (len(Reason) - 1)
 
 
 class Replica:
-    def __init__(self, index: int, env: simpy.Environment, rs: Requests, sched: Scheduler,
+    def __init__(self, index: int, env: simpy.Environment | None, rs: Requests, sched: Scheduler,
                  cost: StepCost, log: WaitLog, steps: StepLog, on_finish, *, until: float, skip: bool = True):
         self.index, self.env, self.rs, self.sched = index, env, rs, sched
         self.pool: KVPool = sched.pool
@@ -45,10 +55,15 @@ class Replica:
         self.until, self.skip = until, skip
         self.k = 0
         self.now = 0.0
+        self.clock = Clock(cost.fixed_s)
+        self.grid = cost.fixed_s  # a fixed step: time is grid ticks (`tick`), now = tick × grid
+        self.tick = 0
+        self.sim = 0  # SimPy's clock as it would read (ticks on a grid): the sum of the waits yielded
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
         self._no_waiting = [0] * len(self.pool.used_cls)
+        self._carried: list[int] = []  # requests preempted by empty schedule() calls since the last step
 
     @property
     def load(self) -> int:
@@ -67,63 +82,150 @@ class Replica:
                 self.log.enter(i, float(self.rs.arrival[i]))
         self.pending.clear()
 
+    def process(self, feed):
+        """The replica as a SimPy process (several replicas share SimPy's clock with the router)."""
+        env = self.env
+        for wait in self.run(feed):
+            if wait is WAKE:
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                self.sim = env.now
+            else:
+                yield env.timeout(wait)
+
+    def drive(self, feed, until: float) -> None:
+        """The replica alone: no other process shares its clock, so SimPy would only add its own
+        bookkeeping; run it directly, stopping before a wait that reaches `until` (SimPy's rule)."""
+        for wait in self.run(feed):
+            if wait is WAKE or self.sim >= until:
+                return
+
     def run(self, feed):
-        """SimPy process: `feed(now)` hands over the arrivals due by now; `feed.next_t` is when
-        the next one is due."""
-        env, sched, log = self.env, self.sched, self.log
-        self.now = env.now
+        """The step loop, a generator of waits (seconds, or ticks on a grid; WAKE: until the router
+        hands over an arrival): `feed(now)` hands over the arrivals due by now; `feed.next_t` is
+        when the next one is due."""
+        sched = self.sched
+        self.now = self.tick = self.sim = 0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
         while True:
+            if feed.strict and self.grid is not None:
+                yield 0  # let arrivals routed at this very grid point reach us first
             if feed.next_t <= self.now:
                 for i in feed(self.now):
                     self.submit(i)
             if self.pending:
                 self._enter_pending()
                 last = None
-            if not sched.running and not sched.queue:
+            if not sched.running.ids and not sched.queue.order:
                 yield from self._sleep(feed)
                 continue
+            if self.skip and sched.running.done and (done := sched.outputs_first()):
+                for i in done:  # async: the last step's outputs, when taking them in first changes nothing
+                    self.on_finish(i, self.now)
+                if not sched.running.ids:
+                    continue  # as after the empty call it saves: what arrived meanwhile enters now
             if self.skip and (quiet := self._quiet_steps(last, feed)) is not None:
-                yield from self._run_quiet(*quiet)
-                last = None
+                finished = yield from self._run_quiet(*quiet)
+                if finished or not sched.queue.order:
+                    last = None  # (else the waiting requests stand as in `last`: see `_quiet_steps`)
                 continue
+            if (begun := self._begin(last)) is None:
+                last = None  # an empty schedule() call: no forward pass, no time
+                continue
+            step, row, dt, ticks = begun
             now = self.now
-            step = sched.schedule(now)
-            for v in step.preempted:
-                log.enter(v, now)
-            dt = self.cost(step.tokens, step.attn, step.context) + step.swap_s
-            log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
-            row = self._row(step)  # KV and running counts during the step
-            yield env.timeout(dt)
-            self.now = now + dt
-            finished = sched.complete(step, self.now)
-            self.steps.add(now, dt, row)
-            self.k += 1
-            for i in finished:
-                self.on_finish(i, self.now)
-            last = step if step.uniform and not finished else None
-            self._last_row = row
+            if ticks:
+                self.sim += ticks
+                yield ticks
+                self.tick += ticks
+                self.now = self.tick * self.grid
+            else:
+                self.sim += dt
+                yield dt
+                self.now = now + dt
+            last = self._end(step, row, now, dt)
+
+    def _begin(self, last: Step | None):
+        """One schedule() call: (its step, the step's log row, time, grid ticks), or None if it
+        scheduled nothing."""
+        sched, log, now = self.sched, self.log, self.now
+        step = sched.schedule(now, last if self.skip and sched.running.done and self._waits_stand(last) else None)
+        for v in step.preempted:
+            log.enter(v, now)
+        for i in step.finished:  # async: the last step's finishes, taken in by this call
+            self.on_finish(i, now)
+        if not step.tokens and step.changed:  # an empty schedule() call: no forward pass, no time
+            self._carried += step.preempted  # (its preemptions are logged with the next step)
+            return None
+        if self._carried:
+            step.preempted[:0], self._carried = self._carried, []
+        dt = self.cost(step.tokens, step.attn, step.context) + step.swap_s
+        ticks = 0 if self.grid is None else (1 if dt == self.grid else self.clock.ticks(dt))
+        if ticks:
+            dt = ticks * self.grid
+        log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
+        return step, self._row(step), dt, ticks  # (the row: KV and running counts during the step)
+
+    def _end(self, step: Step, row: list[int], now: float, dt: float) -> Step | None:
+        """The step's time has passed: apply it. Returns the step if it was a pure decode step
+        after which nothing changed (else None)."""
+        sched = self.sched
+        finished = sched.complete(step, self.now)
+        self.steps.add(now, dt, row)
+        self.k += 1
+        for i in finished:
+            self.on_finish(i, self.now)
+        self._last_row = row
+        if not step.uniform or finished or step.finished and not self._still_short(step):
+            return None
+        return step
+
+    def _still_short(self, step: Step) -> bool:
+        """Async: the step's call took in finished requests' outputs, freeing their blocks and
+        seats. Its waiting requests still stand as the call left them if each waits for KV that
+        is still short even so (or behind one that does): then the step can start a run."""
+        pool, cache = self.pool, self.sched.cache
+        if pool.capped or pool.reserve or cache is not None and cache.any_prefix:
+            return False  # (hits on the freed blocks, caps, the reserve: not worth proving)
+        codes = step.reasons
+        if not ((codes == _KV_SHORT) | (codes == _HOL)).all():
+            return False
+        short = codes == _KV_SHORT
+        free = pool.capacity - pool.used - (pool.watermark if self.sched.running.ids else 0)
+        return bool(short.any() and (step.need[short] > free).all())
 
     def _sleep(self, feed):
         """Nothing to do: sleep until the feed's next arrival, or until the router wakes us."""
-        env = self.env
         if not feed.strict and feed.next_t < math.inf:
-            delay = max(feed.next_t - self.now, 0.0)
-            yield env.timeout(delay)
-            self.now = self.now + delay
+            if self.grid is None:
+                delay = max(feed.next_t - self.now, 0.0)
+                self.sim += delay
+                yield delay
+                self.now = self.now + delay
+            else:  # feed times are grid points
+                ticks = round(feed.next_t / self.grid) - self.tick
+                self.sim += ticks
+                yield ticks
+                self.tick += ticks
+                self.now = self.tick * self.grid
         else:
-            self._wake = env.event()
-            yield self._wake
-            self._wake = None
-            self.now = env.now
+            yield WAKE  # (`process` sets `sim` to SimPy's clock: on a grid, routed arrivals come on ticks)
+            self.tick = self.sim
+            self.now = self.sim if self.grid is None else self.tick * self.grid
 
     def _row(self, step: Step) -> list[int]:
         """The step's integer columns of the step log (see `StepLog`)."""
         used = self.pool.used
-        waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(self._no_waiting)).tolist() \
-            if len(step.waiting) else self._no_waiting
+        if len(step.waiting):
+            waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(self._no_waiting)).tolist()
+            why = np.bincount(step.reasons, minlength=len(Reason)).tolist()[1:]
+            deferred = sum(why[k] for k in _DEFERRED)
+        else:
+            waiting, why, deferred = self._no_waiting, _NO_REASONS, 0
         return [self.index, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
                 len(step.preempted), used, self.pool.capacity - used, step.reserve_idle,
+                len(step.waiting) - deferred, deferred, *why,
                 *self.sched.n_running_cls, *waiting, *self.pool.used_cls]
 
     # -- multi-step skipping --------------------------------------------------------------------
@@ -131,13 +233,24 @@ class Replica:
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
-        t_end = starts[-1] + dts[-1]
-        yield self.env.timeout(max(t_end - self.env.now, 0.0))
-        self.now = t_end
+        if self.grid is not None:
+            self.sim += m
+            yield m
+            self.tick += m
+            self.now = self.tick * self.grid
+        else:
+            t_end = starts[-1] + dts[-1]
+            wait = max(t_end - self.sim, 0.0)
+            self.sim += wait
+            yield wait
+            self.now = t_end
+        t_end = self.now
         self.k += m
         growth = [b - a for a, b in zip(self.pool.used_cls, kv[-1])]
-        for i in self.sched.repeat(m, growth, t_end):
+        finished = self.sched.repeat(m, growth, t_end)
+        for i in finished:
             self.on_finish(i, t_end)
+        return finished
 
     def _quiet_steps(self, last: Step | None, feed):
         """The pure decode steps that come next, until something could happen: (start times, step
@@ -150,10 +263,15 @@ class Replica:
         ends before an arrival, an alert or the time limit, with the first finish, and before KV
         would run out or a waiting request's reason would change."""
         sched, run, lim = self.sched, self.sched.running, self.sched.lim
-        n = len(run)
-        if sched.queue:
+        n = len(run.ids)
+        if run.done:
+            return None  # async: a finished request leaves at the end of the next call
+        if sched.queue.order:
             if last is None or lim.aging_s > 0 and sched.policy.by_priority or lim.inheritance:
                 return None  # unknown outcome / keys that drift with waiting time / holders reordered
+            if sched.cache is not None and (sched.cache.any_prefix or sched.cache.segs) and (
+                    self.pool.capped or self.pool.reserve):
+                return None  # evicted hits grow a waiting request's need: a cap or reserve reason could change
             row = self._last_row
         else:
             if run.n_dec != n:
@@ -164,25 +282,66 @@ class Replica:
                 return None  # the budget cuts some decodes short: not a uniform step
             shared_left, reserve_left = lim.budget - reserve - (n - r), reserve - r
             idle = reserve_left if reserve_left and shared_left == 0 else 0
-            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, *sched.n_running_cls, *self._no_waiting,
-                   *self.pool.used_cls]
+            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, 0, 0, *_NO_REASONS, *sched.n_running_cls,
+                   *self._no_waiting, *self.pool.used_cls]
         m = min(run.steps_to_finish(), MAX_RUN)
+        cache = sched.cache
+        if cache is not None and cache.hashing:  # stop before a shareable block would be hashed
+            m = min([m] + [cache.pending(i) - run.comp_seq(run.ids.index(i))[0] - 1 for i in cache.hashing])
         start_by = min(feed.next_t, self._alert_time(last))  # steps must start before this
         end_by = min(self.until, feed.next_t) if feed.strict else self.until  # and end before this
-        if min(start_by, end_by) < math.inf:  # steps only get longer as the context grows
+        if self.grid is not None:  # one tick each: how many fit is arithmetic
+            if min(start_by, end_by) < (self.tick + m + 2) * self.grid:
+                m = min(m, self._grid_steps(start_by, end_by))
+        elif min(start_by, end_by) < math.inf:  # steps only get longer as the context grows
             m = min(m, int((min(start_by, end_by) - self.now) / self.cost(n, run.ctx + 0.5 * n, run.ctx)) + 2)
         if m < 1:
             return None
         kv = self._kv_steps(m, last)
+        if not kv:
+            return None
+        if self.grid is not None:
+            g, k = self.grid, self.tick
+            return [j * g for j in range(k, k + len(kv))], [g] * len(kv), kv, row
         starts, dts = self._times(len(kv), n, run.ctx, start_by, end_by)
         if not starts:
             return None
         return starts, dts, kv[:len(starts)], row
 
+    def _waits_stand(self, last: Step | None) -> bool:
+        """Async, the call after a finish, with requests waiting: in that call the finished
+        requests still hold their blocks and seats, the others decode (KV room only shrinks),
+        only the budget grows. If the last step was a pure decode step whose waiting requests
+        waited for KV or seats only (not the budget, nor a reserve, nor a KV cap their class's
+        growth could reach) and no alert is due, they stand exactly as then (nobody is admitted):
+        the call can skip their walk."""
+        lim = self.sched.lim
+        if last is None or self.pool.capped or lim.inheritance or lim.aging_s > 0 and self.sched.policy.by_priority:
+            return False
+        if self._alert_time(last) <= self.now:
+            return False
+        codes = last.reasons
+        return not ((codes == _TOKEN_BUDGET) | (codes == _RESERVE) | (codes == _PREEMPTED)).any()
+
+    def _grid_steps(self, start_by: float, end_by: float) -> int:
+        """On a fixed step: how many steps from this tick start before `start_by` and end before
+        `end_by` (the same float comparisons stepping makes, at the boundary)."""
+        g, k = self.grid, self.tick
+        j = k + MAX_RUN  # the last step j that may run: j·g < start_by and (j + 1)·g < end_by
+        if start_by < math.inf:
+            j = min(j, math.floor(start_by / g) + 1)
+            while j * g >= start_by:
+                j -= 1
+        if end_by < math.inf:
+            j = min(j, math.floor(end_by / g))
+            while (j + 1) * g >= end_by:
+                j -= 1
+        return max(0, j - k + 1)
+
     def _times(self, m: int, n: int, ctx: int, start_by: float, end_by: float) -> tuple[list[float], list[float]]:
         """Start and step times of up to m decode steps of n requests on a context growing by n
         each step — the float additions stepping makes — keeping those that start before
-        `start_by` and end before `end_by`."""
+        `start_by` and end before `end_by` (roofline cost; a fixed step is `_grid_steps`)."""
         cost, t = self.cost, self.now
         starts, dts = [], []
         for j in range(m):
@@ -207,6 +366,16 @@ class Replica:
         caps = pool._caps if pool.capped else None
         cap_total, cls_room = self._reason_limits(last)
         out = []
+        if other_cap is None and caps is None and cls_room is None:  # only the pool's limit
+            limit = min(cap, cap_total)
+            for grow in run.growth_steps(m):
+                if any(grow):
+                    kv = [a + g for a, g in zip(kv, grow)]
+                    used += sum(grow)
+                    if used > limit:
+                        break
+                out.append(kv)
+            return out
         for grow in run.growth_steps(m):
             if any(grow):
                 kv = [a + g for a, g in zip(kv, grow)]

@@ -50,6 +50,7 @@ class Requests:
         self.cls_l, self.top_l = self.cls.tolist(), self.is_top.tolist()
         self.parent = wl.parent
         self.next_piece = wl.next_piece
+        self.prefix_src, self.prefix_tokens, self.hash_ids = wl.prefix_src, wl.prefix_tokens, wl.hash_ids
         self.computed = np.zeros(n, np.int64)
         self.generated = np.zeros(n, np.int64)
         self.status = np.full(n, Status.PENDING, np.int8)
@@ -59,6 +60,8 @@ class Requests:
         self.preemptions = np.zeros(n, np.int64)
         self.recomputed = np.zeros(n, np.int64)
         self.swapped = np.zeros(n, bool)
+        self.cached = np.zeros(n, np.int64)  # prefix-cache hit tokens at the first admission
+        self.cached_all = np.zeros(n, np.int64)  # and over every admission
         self.replica = np.full(n, -1, np.int64)
         self.reason: dict[int, str] = {}
 
@@ -76,6 +79,12 @@ class Requests:
         self.status[i] = Status.RUNNING
         if self.first_sched[i] != self.first_sched[i]:  # NaN: first admission
             self.first_sched[i] = now
+
+    def hit(self, i: int, tokens: int, first: bool) -> None:
+        """Admitted (`first`: for the first time) with `tokens` tokens found in the prefix cache."""
+        if first:
+            self.cached[i] = tokens
+        self.cached_all[i] += tokens
 
     def complete(self, i: int, t: float, computed: int, generated: int) -> None:
         """Sampled its last output token at t."""

@@ -122,6 +122,8 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
             "inversion_episodes": log.inv_episodes,
             "preemptions": rs.preemptions,
             "recomputed_tokens": rs.recomputed,
+            "cached_tokens": rs.cached,
+            "cached_tokens_all": rs.cached_all,
             "status": pd.Categorical.from_codes(rs.status, categories=STATUS),
             "reason": reason,
             "replica": rs.replica,

@@ -25,6 +25,11 @@ the rows asks for `settled()`). Two facts a decode step needs are kept up to dat
   finish without a pass over the rows.
 Running totals (Σ computed tokens, how many requests decode, how many are top priority) are kept
 as requests come and go, so a decode step needs no pass over the rows either.
+
+A request whose last token is sampled (SEQ = END) has nothing left to compute. Under sync
+scheduling it leaves at once; under async scheduling it stays until the end of the next call
+(`done`), wanting no tokens: the call's plan gives every other decoding request its token and
+these none, and they leave before the step's totals are taken (`Plan.n` then shrinks).
 """
 
 from __future__ import annotations
@@ -35,10 +40,12 @@ import numpy as np
 
 from .step import Budget, Plan
 
-COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ONEHOT = range(8)
+COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ADM, GRANT, SAMPLE, SAMPLE0, ONEHOT = range(12)
 # COMP: tokens computed · SEQ: prompt + generated (COMP and SEQ are adjacent, so one `+=` moves
 # both) · TOK: tokens scheduled this step (0 between steps) · FROM_R: of those, drawn from the
-# top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top class ·
+# top-priority token reserve · PROMPT, END = prompt + output · TOP: 1 for the top class · ADM:
+# the step it was admitted in · GRANT, SAMPLE, SAMPLE0: the last step it was given tokens in, the
+# last two it sampled a token in, unless the step was a uniform decode step (see `hashed`) ·
 # ONEHOT + c: 1 if the request is of class c (per-class sums are one matrix product).
 
 
@@ -57,8 +64,12 @@ class RunningSet:
         self.ctx = 0  # Σ computed tokens
         self.n_dec = 0  # requests in decode: prompt done, one token to compute
         self.n_top = 0  # requests of the top class
+        self.done: list[int] = []  # ids whose last token is sampled, not yet taken out (async)
         self.shift = 0
         self.clock = 0
+        self.cur = 0  # the step being built (steps done so far)
+        self.track = False  # keep GRANT / SAMPLE up to date (async scheduling with a prefix cache)
+        self.ufrom, self.upto = 0, -1  # the last run of uniform decode steps (step numbers)
         self.by_residue = [[0] * n_classes for _ in range(block_size)]
         self._due: list[tuple[int, int]] = []  # heap of (clock at which it finishes, id); stale ones skipped
         self._due_at: dict[int, int] = {}  # id → its current entry
@@ -95,6 +106,12 @@ class RunningSet:
         """True (computed, prompt + generated) of the request at position p."""
         return int(self.F[COMP, p]) + self.shift, int(self.F[SEQ, p]) + self.shift
 
+    def todo(self, p: int) -> tuple[int, int]:
+        """(computed, tokens it wants) of the request at position p: none once its last token is
+        sampled."""
+        comp, seq = self.comp_seq(p)
+        return comp, (seq - comp if seq < int(self.F[END, p]) else 0)
+
     def snapshot(self, budget: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ids, classes, blocks held, steps left) of the running requests, for observers: steps
         left = remaining prefill at the full budget plus the remaining decode steps."""
@@ -114,13 +131,18 @@ class RunningSet:
         left), the top class drawing its reserve first — what vLLM's running loop hands out
         when no growth fails."""
         n = len(self.ids)
-        if self.n_dec == n:  # every request decodes: one token each, O(1)
-            r = min(budget.reserve, self.n_top)
-            if n - r <= budget.shared:
-                return Plan(True, n, self.crossings(), r, n - r)
+        if self.n_dec == n:  # every request decodes (or is done): one token each, O(1)
+            m, top, grow = n, self.n_top, self.crossings()
+            if self.done:
+                m, top = self._minus_done(grow)
+            r = min(budget.reserve, top)
+            if m - r <= budget.shared:
+                return Plan(True, n, grow, r, m - r, done=n - m)
         F = self.settled()
         comp = F[COMP, :n]
         need = F[SEQ, :n] - comp
+        if self.done:
+            need = np.where(F[SEQ, :n] < F[END, :n], need, 0)
         if threshold:
             need = np.minimum(need, threshold)
         demand = int(need.sum())
@@ -134,13 +156,28 @@ class RunningSet:
         grow = -(-(comp + alloc) // self.bs) - (-(-comp // self.bs))
         return Plan(False, n, (F[ONEHOT:, :n] @ grow).tolist(), used_r, int(alloc.sum()) - used_r, alloc, from_r)
 
+    def _minus_done(self, grow: list[int]) -> tuple[int, int]:
+        """The decoders other than the done requests: (how many, of the top class); `grow` (per
+        class, from `crossings`) loses the done requests that would have needed a block."""
+        F, bs, at = self.F, self.bs, -self.shift % self.bs
+        m, top = len(self.ids), self.n_top
+        for i in self.done:
+            p = self.ids.index(i)
+            m -= 1
+            top -= int(F[TOP, p])
+            if int(F[COMP, p]) % bs == at:
+                grow[self.cls[p]] -= 1
+        return m, top
+
     def accept(self, plan: Plan) -> None:
         """Record the plan's tokens on the rows (an eviction later in the step gives them back)."""
         n, F = plan.n, self.F
         if plan.uniform:
             F[TOK, :n] = 1
+            for i in self.done:
+                F[TOK, self.ids.index(i)] = 0
             if plan.reserve_used:  # the first top-class decoders in running order drew the reserve
-                top = F[TOP, :n] == 1
+                top = (F[TOP, :n] == 1) & (F[TOK, :n] == 1)
                 F[FROM_R, :n] = top & (np.cumsum(top) <= plan.reserve_used)
         else:
             F[TOK, :n] = plan.tokens
@@ -195,11 +232,19 @@ class RunningSet:
             self.ctx += plan.n
             for p, was_comp, was_seq in admitted:
                 comp, seq = was_comp + int(F[TOK, p]), was_seq
+                F[GRANT, p] = self.cur
                 if comp == seq:  # the chunk completed the sequence: one new token
                     seq += 1
+                    if self.track:
+                        F[SAMPLE0, p], F[SAMPLE, p] = F[SAMPLE, p], self.cur
                     if seq - int(F[PROMPT, p]) == 1:
                         first.append(self.ids[p])
                 self._put(p, comp, seq, (was_comp, was_seq))
+            cur = self.cur  # (`_uniform(1)`, inline: every decode step passes here)
+            if self.upto != cur - 1:
+                self.ufrom = cur
+            self.cur = self.upto = cur + 1
+            self.upto = cur
         else:
             F = self.settled()
             comp, seq = F[COMP, :n], F[SEQ, :n]
@@ -207,6 +252,11 @@ class RunningSet:
             comp += F[TOK, :n]
             sampled = comp == seq
             seq += sampled
+            if self.track:
+                F[GRANT, :n][F[TOK, :n] > 0] = self.cur
+                F[SAMPLE0, :n][sampled] = F[SAMPLE, :n][sampled]
+                F[SAMPLE, :n][sampled] = self.cur
+            self.cur += 1
             gen = seq - F[PROMPT, :n]
             new = (sampled & (gen == 1)).nonzero()[0]
             if len(new):
@@ -221,6 +271,40 @@ class RunningSet:
         self.shift += k
         self.clock += k
         self.ctx += k * len(self.ids)
+        self._uniform(k)
+
+    def _uniform(self, k: int) -> None:
+        """The next k steps were uniform decode steps: every request running at a step's start
+        (admitted before it) was given one token and sampled one."""
+        cur = self.cur
+        if self.upto != cur - 1:
+            self.ufrom = cur
+        self.cur = self.upto = cur + k
+        self.upto -= 1
+
+    def hashed(self, p: int, lag: bool) -> int:
+        """How many tokens of the request at position p vLLM has hashed at this point of the call
+        (this step's tokens included): every computed token, except under async scheduling
+        (`lag`) the newest while its value — the token sampled the step before — is in flight."""
+        F = self.F
+        comp, tok = int(F[COMP, p]) + self.shift, int(F[TOK, p])
+        if not lag:
+            return comp + tok
+        k, adm = self.cur - 1, int(F[ADM, p])
+
+        def did(row: int, s: int) -> bool:  # sampled (SAMPLE) or given tokens (GRANT) in step s
+            return int(F[row, p]) == s or row == SAMPLE and int(F[SAMPLE0, p]) == s or (
+                self.ufrom <= s <= self.upto and adm < s)
+
+        if tok:  # this call's grant: its last token is known unless sampled in the last step
+            return comp + tok - did(SAMPLE, k)
+        return comp - (did(GRANT, k) and did(SAMPLE, k - 1))
+
+    def taken_in(self, p: int, lag: bool) -> int:
+        """`hashed` once the last step's outputs are taken in (the end of an async call)."""
+        if not lag or self.F[TOK, p]:
+            return self.hashed(p, lag)
+        return int(self.F[COMP, p]) + self.shift
 
     def growth_steps(self, k: int) -> list[list[int]]:
         """Blocks per class that each of the next k decode steps adds (asked between steps):
@@ -246,6 +330,7 @@ class RunningSet:
             if at.get(i) == key:
                 done.append(i)
                 del at[i]  # a second entry with the same key is stale
+        self.done += done
         return sorted(self.ids.index(i) for i in done)
 
     def _due_in(self, i: int, left: int) -> None:
@@ -260,7 +345,7 @@ class RunningSet:
         if p == self.F.shape[1]:
             self.F = np.concatenate([self.F, np.zeros_like(self.F)], axis=1)
         s = self.shift
-        col = [comp - s, seq - s, 0, 0, prompt, end, int(top)] + [0] * self.n_classes
+        col = [comp - s, seq - s, 0, 0, prompt, end, int(top), self.cur, -2, -2, -2] + [0] * self.n_classes
         col[ONEHOT + c] = 1
         self.F[:, p] = col
         self.ids.append(i)
@@ -311,6 +396,8 @@ class RunningSet:
         self.n_top -= int(F[TOP, p])
         if seq - comp == 1 and seq > prompt:
             self.n_dec -= 1
+        if seq >= int(F[END, p]):
+            self.done.remove(i)
         F[:, p : n - 1] = F[:, p + 1 : n]
         del self.ids[p], self.cls[p]
         return i, c, comp, seq

@@ -120,7 +120,8 @@ def _check_model_shape(spec: ModelSpec) -> None:
 
 class KV(_Model):
     block_size: int = Field(16, ge=1, le=1024)
-    num_blocks: int | None = Field(None, ge=1, le=10_000_000)
+    num_blocks: int | None = Field(None, ge=2, le=10_000_000)  # vLLM's num_gpu_blocks: one is the null block
+    prefix_caching: bool = True  # vLLM's default (engine.prefix)
 
 
 class Cost(_Model):
@@ -137,6 +138,10 @@ class Scheduler(_Model):
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)  # None: vLLM's default for the GPU
     max_num_seqs: int | None = Field(None, ge=1, le=65536)  # None: vLLM's default for the GPU
     long_prefill_token_threshold: int = Field(0, ge=0, le=1_048_576)
+    long_prefill_token_threshold_adaptive: bool = False
+    async_scheduling: bool = True  # vLLM 0.33's default (AsyncScheduler)
+    max_num_queued_reqs: int | None = Field(None, ge=0, le=10_000_000)  # vLLM's API server: HTTP 503 beyond
+    max_num_queued_tokens: int | None = Field(None, ge=0, le=1_000_000_000)
     watermark: float = Field(0.0, ge=0, lt=1)
     chunked_prefill: bool = True
 
@@ -204,6 +209,7 @@ class RequestClass(_Model):
     output: Length = Length(value=128)
     slo: Slo = Slo()
     caps: Caps = Caps()
+    prefix_tokens: int = Field(0, ge=0, le=10_000_000)  # a shared system prompt: the first tokens of every prompt
 
 
 class Assign(_Model):

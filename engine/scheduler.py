@@ -2,12 +2,16 @@
 
 Each call to `schedule()` decides one step, as vLLM's `Scheduler.schedule()` does:
 1. the running pass: running requests in running (admission) order, each getting
-   min(remaining, threshold, budget left) tokens; a request whose KV growth does not fit preempts
-   the policy's victim (possibly itself; then the pass stops);
+   min(remaining, chunk cap, budget left) tokens; a request whose KV growth does not fit preempts
+   the policy's victim (possibly itself: then fcfs stops the pass, priority goes on);
 2. the waiting pass, only if nothing was preempted: waiting requests in queue order, each
    admitted if blocks for its whole sequence (+ watermark) are free, with only its first chunk
    allocated; the first misfit stops admission (fcfs, priority) or is skipped (backfill).
-`complete()` applies the step once its time has passed.
+`complete()` applies the step once its time has passed. Under async scheduling (vLLM's
+`AsyncScheduler`, on by default) the next call is built before that step's outputs are taken in:
+the step's computed tokens and sampled tokens count at once (vLLM's output placeholders), but a
+request whose last token was sampled stays in the running list — skipped, holding its blocks and
+seat, counted as running, a possible victim — until the end of the next call (`_take_outputs`).
 
 The rules are written once, here. Speed lives below them: the running set proposes the running
 pass's outcome as a `Plan` (O(1) when every running request decodes) and the scheduler accepts it
@@ -24,17 +28,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import mitigations
+from . import walk as walks
+from .arrival import ArrivalGate
 from .kv import KVPool
 from .policies import Policy
+from .prefix import PrefixCache
 from .queue import WaitingQueue
 from .reasons import Reason
 from .requests import Requests
-from .running import COMP, PROMPT, TOP, RunningSet
+from .running import RunningSet
 from .step import Budget, Step
+from .walk import Walk
 
-PREFILTER_MIN_QUEUE = 32  # a skipping policy's queue longer than this is pre-filtered on KV
 _NONE = int(Reason.NONE)
-_NO_IDS, _NO_CODES = np.empty(0, np.int64), np.empty(0, np.int8)
+_NO_HIT = ((), (), 0, 0)
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,8 @@ class Limits:
     budget: int
     max_seqs: int
     threshold: int = 0
+    threshold_adaptive: bool = False
+    async_scheduling: bool = False
     chunked: bool = True
     token_reserve: int = 0
     reserve_lendable: bool = False
@@ -53,6 +63,9 @@ class Limits:
     top_priority: int = 0
     swap_bytes_per_s: float = 0.0  # > 0: preemption swaps KV to host instead of recomputing
     block_bytes: float = 0.0
+    prefix_caching: bool = False
+    max_queued_reqs: int | None = None  # vLLM's API server answers HTTP 503 beyond these
+    max_queued_tokens: int | None = None
 
 
 class Scheduler:
@@ -68,48 +81,58 @@ class Scheduler:
         self._requeued = 0
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
         self._step = Step(None)
-        # Arrival check, once for all requests: can prompt + max_tokens ever fit this engine?
-        view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
-        budget = np.where(requests.is_top, limits.budget, limits.budget - limits.token_reserve)
-        self._never = (pool.blocks(requests.prompt + requests.output - 1) > view[requests.cls]) | (
-            (requests.prompt > budget) if not limits.chunked else False)
+        self._cap = 0  # this call's chunk cap (`_chunk_cap`)
+        self._hit: tuple = _NO_HIT  # the last admission check's prefix-cache hit (`_why_not`)
+        self._outputs: tuple[float, list[int]] | None = None  # async: the last step's end and who finished in it
+        self.cache = pool.cache = PrefixCache(pool, requests) if limits.prefix_caching else None
+        self._lag = limits.async_scheduling and self.cache is not None  # async: hashing lags (`RunningSet.hashed`)
+        self.running.track = self._lag
+        self.gate = ArrivalGate(requests, pool, limits)
 
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
-        """Accept an arrival into the waiting queue, or reject one that can never run."""
+        """Accept an arrival into the waiting queue, or reject one that can never run or that
+        vLLM's API server would shed."""
         rs = self.rs
-        if self._never[i]:
-            rs.reject(i, self._never_fits(i, int(rs.cls[i])))
+        if (why := self.gate.refuse(i, self.queue)) is not None:
+            rs.reject(i, why)
             return False
         rs.wait(i)
         self.queue.push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), i))
         return True
 
-    def _never_fits(self, i: int, c: int) -> str:
-        rs, pool, lim = self.rs, self.pool, self.lim
-        tokens = int(rs.prompt[i] + rs.output[i] - 1)
-        cap = pool.view_capacity(c)
-        if pool.blocks(tokens) > cap:
-            return (f"prompt + max_tokens = {tokens} tokens needs {pool.blocks(tokens)} KV blocks; "
-                    f"at most {cap} can ever be free for class {rs.class_names[c]}")
-        budget = lim.budget - (0 if rs.is_top[i] else lim.token_reserve)
-        return f"prompt {rs.prompt[i]} tokens exceeds the step budget {budget} with chunked prefill off"
-
     # -- one step ---------------------------------------------------------------------------
-    def schedule(self, now: float) -> Step:
+    def schedule(self, now: float, unchanged: Step | None = None) -> Step:
+        """One step. `unchanged`: a step whose waiting requests, the caller has proved, stand
+        exactly as they would in this call if it preempts nobody (their walk is skipped)."""
         lim = self.lim
-        if lim.aging_s > 0 and self.policy.by_priority and self.queue:
-            self.queue.rekey(lambda i: self._aged_key(i, now))
-        if self.boosting():
-            self._boost_holders()
-        reserve = self._reserve_now()
+        queued = self.queue.order
+        if lim.aging_s > 0 and self.policy.by_priority and queued:
+            self.queue.rekey(lambda i: mitigations.aged_key(self, i, now))
+        if mitigations.boosting(self):
+            mitigations.boost_holders(self)
+        reserve = mitigations.reserve_now(self)
         budget = Budget(reserve, lim.budget - reserve)
         step = self._step = Step(None)
+        self._cap = self._chunk_cap() if lim.threshold else 0
         cause = self._schedule_running(budget, now)
-        if step.preempted and self.queue:  # vLLM: no admission in a step that preempted
+        if self.cache is not None and self.cache.hashing:
+            self._hash_running(granted=True)
+        if step.preempted and queued:  # vLLM: no admission in a step that preempted
             self._all_wait(cause)
-        elif self.queue:
+        elif queued and unchanged is not None:
+            step.waiting, step.reasons, step.need, step.room = (unchanged.waiting, unchanged.reasons.copy(),
+                                                                unchanged.need, unchanged.room)
+            step.blocker = unchanged.blocker
+        elif queued:
             self._schedule_waiting(budget, now)
+        if self._outputs is not None:  # async: the last step's outputs arrive now
+            if self._outputs[1]:
+                self._take_outputs(step)
+            else:
+                self._outputs, step.flushed = None, True
+            if self._lag and self.cache.hashing:
+                self._hash_running(granted=False)
         if self.n_evicted and len(step.waiting):
             step.reasons[self.evicted[step.waiting]] = Reason.PREEMPTED
         step.tokens, step.decode, step.batch, step.context, step.attn = self.running.totals(step.plan)
@@ -117,46 +140,24 @@ class Scheduler:
             step.reserve_idle = budget.reserve
         return step
 
-    def _aged_key(self, i: int, now: float) -> tuple:
-        rs = self.rs
-        levels = int((now - rs.arrival[i]) // self.lim.aging_s)
-        return (max(self.lim.top_priority, int(rs.prio[i]) - levels), float(rs.arrival[i]))
-
-    def _reserve_now(self) -> int:
-        """Tokens held back for the top class this step (lendable: only while one needs them)."""
-        lim, rs, run = self.lim, self.rs, self.running
-        if not lim.token_reserve or not lim.reserve_lendable:
-            return lim.token_reserve
-        if any(rs.is_top[i] for i in self.queue.ids()):
-            return lim.token_reserve
-        prefilling_top = (run.row(TOP) == 1) & (run.row(COMP) < run.row(PROMPT))
-        return lim.token_reserve if bool(np.any(prefilling_top)) else 0
-
-    def boosting(self) -> bool:
-        """Inheritance is on and a waiting top-priority request cannot fit its sequence in KV."""
-        if not self.lim.inheritance:
-            return False
-        rs, pool = self.rs, self.pool
-        return any(rs.is_top[i] and pool.shortfall(int(rs.cls[i]), int(pool.blocks(rs.seq_len(i))))
-                   for i in self.queue.ids())
-
-    def _boost_holders(self) -> None:
-        """Priority inheritance: lower-priority KV holders move to the front of the running order."""
-        top, run = self.rs.is_top, self.running
-        held = run.held().tolist()
-        holders = [p for p, i in enumerate(run.ids) if not top[i] and held[p] > 0]
-        holders.sort(key=lambda p: -held[p])
-        rest = [p for p, i in enumerate(run.ids) if top[i] or held[p] == 0]
-        run.reorder(holders + rest)
+    def _chunk_cap(self) -> int:
+        """vLLM 0.33: `long_prefill_token_threshold` caps a request's tokens per step only while
+        more than one request runs or waits at the start of the call; the adaptive variant
+        floors the cap at budget // that count (0 = no cap)."""
+        lim = self.lim
+        n = len(self.running.ids) + len(self.queue.order)
+        if not lim.threshold or n <= 1:
+            return 0
+        return max(lim.threshold, lim.budget // n) if lim.threshold_adaptive else lim.threshold
 
     # -- the running pass ---------------------------------------------------------------------
     def _schedule_running(self, budget: Budget, now: float) -> Reason:
         run, pool = self.running, self.pool
-        if not run:
-            self._step.plan = run.propose(budget, self.lim.threshold)  # empty: admissions ride on it
+        if not run.ids:
+            self._step.plan = run.propose(budget, self._cap)  # empty: admissions ride on it
             return Reason.NONE
         if self.shortcuts:
-            plan = run.propose(budget, self.lim.threshold)
+            plan = run.propose(budget, self._cap)
             if pool.fits(plan.growth):  # no growth fails, so the loop below would preempt nobody
                 pool.add(plan.growth)
                 run.accept(plan)
@@ -173,8 +174,8 @@ class Scheduler:
         p = 0
         while p < len(run) and budget.left() > 0:
             r, c, top = run.ids[p], run.cls[p], self.rs.top_l[run.ids[p]]
-            comp, seq = run.comp_seq(p)
-            n = min(seq - comp, self.lim.threshold) if self.lim.threshold else seq - comp
+            comp, want = run.todo(p)  # want 0: its last token is in flight (async)
+            n = min(want, self._cap) if self._cap else want
             n = min(n, budget.available(top))
             if n <= 0:
                 p += 1
@@ -188,8 +189,10 @@ class Scheduler:
                 self._evict(victim, now, budget)
                 if victim == r:
                     break
-            if step.preempted and step.preempted[-1] == r:
-                break  # preempted itself: the running pass stops
+            if step.preempted and step.preempted[-1] == r:  # preempted itself
+                if self.policy.by_priority:
+                    continue  # vLLM 0.33: priority goes on with the requests after it (now at p)
+                break  # fcfs stops (its victim is the last running request: nothing follows)
             pool.grow(c, grow)
             run.set_tokens(p, n, budget.take(n, top))
             p += 1
@@ -209,14 +212,14 @@ class Scheduler:
     def _evict(self, v: int, now: float, budget: Budget) -> None:
         """Preempt a running request: its tokens go back to the budget, its blocks are freed;
         recompute (progress lost) or swap. The step's plan no longer describes the rows."""
-        rs, pool, run, step = self.rs, self.pool, self.running, self._step
+        rs, run, step = self.rs, self.running, self._step
         p = run.ids.index(v)
         tok, from_r = run.tokens_of(p)
         budget.reserve += from_r
         budget.shared += tok - from_r
+        hashed = run.hashed(p, self._lag)
         _, c, comp, seq = run.remove_at(p)
-        freed = pool.blocks(comp + tok)
-        pool.release(c, freed)
+        freed = self._free(v, c, comp + tok, hashed, keep=self.lim.swap_bytes_per_s == 0)
         self.n_running_cls[c] -= 1
         rs.generated[v] = seq - int(rs.prompt[v])
         rs.preemptions[v] += 1
@@ -225,7 +228,8 @@ class Scheduler:
             step.swap_s += freed * self.lim.block_bytes / self.lim.swap_bytes_per_s
             rs.computed[v] = comp
         else:
-            rs.recomputed[v] += comp
+            if seq < rs.prompt_l[v] + rs.output_l[v]:  # (a request whose last token is in flight
+                rs.recomputed[v] += comp  # finishes from the queue: nothing is recomputed)
             rs.computed[v] = 0
         rs.wait(v)
         self._requeued += 1
@@ -252,15 +256,16 @@ class Scheduler:
         reason (and, where KV was checked, the blocks it needs and could take)."""
         rs, step = self.rs, self._step
         order = self.queue.ids()
-        walk = _Walk(order, sum(rs.top_l[w] for w in order))
+        walk = Walk(order, sum(rs.top_l[w] for w in order))
         if self._running_caps:  # classes already at their running cap wait from the start
             walk.closed_at = {c: -1 for c in range(len(self.n_running_cls)) if self._at_running_cap(c)}
-        pre = self._prefilter(walk, budget)
+        long = not self.policy.stops_at_misfit and len(order) > walks.PREFILTER_MIN_QUEUE
+        pre = walks.prefilter(self, walk, budget) if long else None
         evicted_before = len(step.preempted)
         self._walk(walk, order, budget, now, pre)
         if pre is not None:
             walk.as_arrays()
-            self._label_skipped(walk, pre)
+            walks.label_skipped(self, walk, pre)
         step.waiting, step.reasons, step.need, step.room = walk.left_waiting()
         step.blocker = walk.blocker
         late = step.preempted[evicted_before:]  # evicted by the walk (preempt policy): waiting now
@@ -270,24 +275,7 @@ class Scheduler:
             step.need = np.concatenate([step.need, np.full(len(late), -1, np.int64)])
             step.room = np.concatenate([step.room, np.full(len(late), -1, np.int64)])
 
-    def _prefilter(self, walk: _Walk, budget: Budget):
-        """A skipping policy with a long queue and free seats and budget: mark, in one vectorised
-        check, who cannot fit in KV now (room only shrinks while it walks, so they stay out) and
-        walk only the others, until seats or budget run out (then every later position, as the
-        plain walk would). Returns (reasons, needs) or None."""
-        rs, pool, lim, n_w = self.rs, self.pool, self.lim, len(walk.order)
-        if (not self.shortcuts or self.policy.stops_at_misfit or not lim.chunked or n_w <= PREFILTER_MIN_QUEUE
-                or budget.shared <= 0 or len(self.running) >= lim.max_seqs):
-            return None
-        ids = np.array(walk.order, dtype=np.int64)
-        need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
-        codes, _ = pool.shortfall_many(rs.cls[ids], need, watermark=bool(self.running))
-        walk.ids, walk.todo = ids, np.flatnonzero(codes == _NONE).tolist()
-        walk.walked = np.zeros(n_w, bool)
-        walk.start = (pool.used, pool.used_other, list(pool.used_cls), bool(self.running))
-        return codes, need
-
-    def _walk(self, walk: _Walk, order: list[int], budget: Budget, now: float, pre) -> None:
+    def _walk(self, walk: Walk, order: list[int], budget: Budget, now: float, pre) -> None:
         rs, lim, run, stops = self.rs, self.lim, self.running, self.policy.stops_at_misfit
         todo = walk.todo if pre is not None else range(len(order))
         k = 0
@@ -297,7 +285,7 @@ class Scheduler:
             walk.top_left -= top
             if pre is not None:
                 walk.walked[p] = True
-            if len(run) >= lim.max_seqs and not self._evict_for_seat(w, now, budget):
+            if len(run) >= lim.max_seqs and not mitigations.evict_for_seat(self, w, now, budget):
                 walk.stop(p, Reason.MAX_SEQS)
                 return
             if not top and walk.block_other:
@@ -342,37 +330,20 @@ class Scheduler:
 
     def _why_not(self, w: int, c: int, top: bool, budget: Budget, now: float):
         """Whether w fits now: (reason, first chunk, blocks for its whole sequence, computed, sequence)."""
-        rs, pool, lim = self.rs, self.pool, self.lim
+        rs, pool, lim, cache = self.rs, self.pool, self.lim, self.cache
         seq, done = rs.prompt_l[w] + int(rs.generated[w]), int(rs.computed[w])
-        n = seq - done if not lim.threshold else min(seq - done, lim.threshold)
+        hit = self._hit = cache.lookup(w, seq) if cache is not None and not done and cache.findable(w) else _NO_HIT
+        _, _, hits, fresh = hit
+        done += hits * pool.block_size  # a prefix-cache hit counts as computed
+        n = seq - done if not self._cap else min(seq - done, self._cap)
         avail = budget.available(top)
         why = Reason.TOKEN_BUDGET if (not lim.chunked and n > avail) else Reason.NONE
-        need = pool.blocks(seq)
+        need = pool.blocks(seq) - hits + fresh  # hit blocks that sit free in the cache count
         if not why:
             why = pool.shortfall(c, need, watermark=bool(self.running))
             if why in (Reason.KV_SHORT, Reason.RESERVE) and self.policy.preempts_for_waiting:
-                why = self._evict_for_blocks(w, c, need, now, budget)
+                why = mitigations.evict_for_blocks(self, w, c, need, now, budget)
         return why, min(n, avail), need, done, seq
-
-    def _label_skipped(self, walk: _Walk, pre) -> None:
-        """Reasons for the requests the pre-filter kept out of the walk, as the sequential walk
-        would have found them at their turn (the pool as it stood after the admissions before)."""
-        rs, pos = self.rs, np.arange(len(walk.ids))
-        q = np.flatnonzero(~walk.walked & (pos < min(walk.stop_at, walk.dense_from)))
-        if q.size:
-            admitted = (np.array(walk.adm_pos, dtype=np.int64), np.array(walk.adm_blocks, dtype=np.int64),
-                        np.array(walk.adm_cls, dtype=np.int64))
-            codes, room = self.pool.reasons_at_turn(rs.cls[walk.ids[q]], pre[1][q], q, walk.start, admitted)
-            walk.codes[q], walk.need[q], walk.room[q] = codes, pre[1][q], room
-        rest = np.zeros(len(walk.ids), bool)
-        rest[q] = True
-        cls = rs.cls[walk.ids]
-        for c, p in walk.closed_at.items():
-            m = rest & (cls == c) & (pos > p)
-            walk.codes[m], walk.need[m], walk.room[m] = Reason.CLASS_CAP, -1, -1
-        if walk.block_other:
-            m = rest & ~rs.is_top[walk.ids] & (pos > walk.block_from)
-            walk.codes[m], walk.need[m], walk.room[m] = walk.block_other, -1, -1
 
     def _at_running_cap(self, c: int) -> bool:
         if not self._running_caps:
@@ -388,50 +359,27 @@ class Scheduler:
         prompt, top = rs.prompt_l[w], rs.top_l[w]
         p = self.running.add(w, c, computed, seq, prompt, prompt + rs.output_l[w], top)
         self.n_running_cls[c] += 1
+        first = rs.first_sched[w] != rs.first_sched[w]  # NaN: never admitted before
         rs.run(w, now)
         if rs.swapped[w]:
             rs.swapped[w] = False
             self._step.swap_s += pool.blocks(computed) * self.lim.block_bytes / self.lim.swap_bytes_per_s
-        blocks = pool.blocks(computed + n)
+        hit, cache = self._hit, self.cache
+        _, _, hits, fresh = hit
+        if hits:
+            rs.hit(w, computed, first)
+        if hits or cache is not None and cache.any_prefix and cache.prefix_l[w]:
+            cache.admit(w, c, hit)  # hits on free cached blocks take them out of the free queue
+        blocks = pool.blocks(computed + n) - hits
         pool.grow(c, blocks)
+        if cache is not None and w in cache.held:
+            cache.register(w, c, computed + n)
         self.running.set_tokens(p, n, budget.take(n, top))
         self._step.admitted.append(w)
         if self.evicted[w]:
             self.evicted[w] = False
             self.n_evicted -= 1
-        return blocks
-
-    def _lower(self, w: int) -> list[int]:
-        prio = self.rs.prio
-        return [i for i in self.running.ids if prio[i] > prio[w]]
-
-    def _evict_for_seat(self, w: int, now: float, budget: Budget) -> bool:
-        """`preempt` policy: a full running set gives up its worst lower-priority request."""
-        if not self.policy.preempts_for_waiting:
-            return False
-        cands = self._lower(w)
-        if not cands:
-            return False
-        self._evict(self.policy.victim(cands, self.rs.prio, self.rs.arrival), now, budget)
-        return True
-
-    def _evict_for_blocks(self, w: int, c: int, need: int, now: float, budget: Budget) -> Reason:
-        """`preempt` policy: evict lower-priority running requests until w's sequence fits — only
-        if evicting all of them would make it fit."""
-        rs, pool, run = self.rs, self.pool, self.running
-        cands = self._lower(w)
-        if cands:
-            at = {i: p for p, i in enumerate(run.ids)}
-            freed = int(run.held()[[at[i] for i in cands]].sum())
-            if pool.shortfall(c, need, watermark=True, freed=freed) in (Reason.KV_SHORT, Reason.RESERVE):
-                cands = []  # even evicting every one of them would not make room
-        why = pool.shortfall(c, need, watermark=bool(run))
-        while why in (Reason.KV_SHORT, Reason.RESERVE) and cands:
-            v = self.policy.victim(cands, rs.prio, rs.arrival)
-            cands.remove(v)
-            self._evict(v, now, budget)
-            why = pool.shortfall(c, need, watermark=bool(run))
-        return why
+        return blocks + fresh
 
     # -- after the step ---------------------------------------------------------------------
     def complete(self, step: Step, t_end: float) -> list[int]:
@@ -452,77 +400,89 @@ class Scheduler:
         return self._finish(t_end)
 
     def _finish(self, t_end: float) -> list[int]:
-        run, pool = self.running, self.pool
+        run = self.running
+        if self.lim.async_scheduling:  # the outputs are taken in at the end of the next call
+            self._outputs = (t_end, [run.ids[p] for p in run.finished()])
+            return []
         done = run.finished()
-        if not done:
-            return done
-        fin = []
-        for p in reversed(done):
-            i, c, comp, seq = run.remove_at(p)
-            pool.release(c, pool.blocks(comp))
+        return self._retire(done, t_end) if done else done
+
+    def _retire(self, done: list[int], t_end: float) -> list[int]:
+        """The running requests at positions `done` (ascending) finished at t_end: out of the
+        running set, their blocks freed in running order (as vLLM takes in a step's outputs)."""
+        rows = [self.running.remove_at(p) for p in reversed(done)][::-1]
+        for i, c, comp, seq in rows:
+            self._free(i, c, comp, comp, keep=False)
             self.n_running_cls[c] -= 1
             self.rs.complete(i, t_end, comp, seq - self.rs.prompt_l[i])
-            fin.append(i)
-        return fin[::-1]
+        return [r[0] for r in rows]
 
 
-class _Walk:
-    """The waiting pass's bookkeeping: per queue position a reason (and KV detail), where the walk
-    stopped, and what a pre-filtered walk needs to label the positions it skipped. Plain lists
-    while walking (one position at a time); arrays for labelling skipped positions in bulk."""
+    def outputs_first(self) -> list[int]:
+        """Async shortcut: take in the last step's outputs *before* the next call when that
+        changes nothing — the call would admit nobody (empty queue), evict nobody (the others'
+        growth fits beside the finished requests' blocks) and give every other running request
+        one decode token (so the finished ones' zero tokens and their place in the "alone"
+        count decide nothing). Then the replica can run the steps that follow as one. Returns
+        who finished."""
+        if not (self._outputs and self._outputs[1]) or self.queue.order:
+            return []
+        run = self.running
+        if run.n_dec != len(run.ids) or not self.pool.fits(run.crossings()):
+            return []
+        (t_end, done), self._outputs = self._outputs, None  # (nobody was preempted since)
+        self._retire(sorted(run.ids.index(i) for i in done), t_end)
+        return done
 
-    def __init__(self, order: list[int], top_left: int):
-        n = len(order)
-        self.order, self.top_left = order, top_left
-        self.ids: np.ndarray | None = None
-        self.codes: list[int] | np.ndarray = [0] * n
-        self.need: list[int] | np.ndarray = [-1] * n
-        self.room: list[int] | np.ndarray = [-1] * n
-        self.stop_at, self.tail, self.dense_from = n, Reason.NONE, n
-        self.block_other, self.block_from, self.blocker = Reason.NONE, n, -1
-        self.closed_at: dict[int, int] = {}  # class → position where its running cap closed it
-        self.adm_pos: list[int] = []
-        self.adm_blocks: list[int] = []
-        self.adm_cls: list[int] = []
-        self.todo: list[int] = []
-        self.walked: np.ndarray | None = None
-        self.start = None
+    def _free(self, i: int, c: int, tokens: int, hashed: int, keep: bool) -> int:
+        """Request i lets go of the blocks of its `tokens` tokens (`hashed` of them hashed; `keep`:
+        preempted, it may find them again); returns how many it held."""
+        blocks, cache = self.pool.blocks(tokens), self.cache
+        if cache is None:
+            self.pool.release(c, blocks)
+        else:
+            cache.release(i, c, blocks, hashed, keep)
+            if not keep and cache.segs:
+                cache.forget(i)
+        return blocks
 
-    def stop(self, at: int, reason: Reason) -> None:
-        """Admission stops: everyone from `at` on waits for `reason`."""
-        self.stop_at, self.tail = at, reason
+    def _hash_running(self, granted: bool) -> None:
+        """Shareable blocks the running pass's grants (or, async, the outputs taken in) hashed
+        become findable (`engine.prefix`)."""
+        run, cache = self.running, self.cache
+        for p in [p for p, i in enumerate(run.ids) if i in cache.hashing]:  # in running order, as vLLM
+            i = run.ids[p]
+            if granted and run.tokens_of(p)[0]:
+                cache.register(i, run.cls[p], run.hashed(p, self._lag))
+            elif not granted:
+                cache.register(i, run.cls[p], run.taken_in(p, True))
 
-    def block(self, p: int, reason: Reason) -> None:
-        """After position p, requests other than the top class wait for `reason` (the top class may go on)."""
-        if not self.block_other:
-            self.block_other, self.block_from = reason, p
-
-    def admitted(self, p: int, blocks: int, c: int) -> None:
-        self.adm_pos.append(p)
-        self.adm_blocks.append(blocks)
-        self.adm_cls.append(c)
-
-    def as_arrays(self) -> None:
-        self.codes = np.array(self.codes, dtype=np.int8)
-        self.need = np.array(self.need, dtype=np.int64)
-        self.room = np.array(self.room, dtype=np.int64)
-
-    def left_waiting(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(ids, reasons, need, room) of the requests left waiting, in queue order."""
-        n = len(self.order)
-        if isinstance(self.codes, list):
-            if self.stop_at < n:
-                self.codes[self.stop_at:] = [int(self.tail)] * (n - self.stop_at)
-            left = [p for p in range(n) if self.codes[p]]
-            if not left:
-                return _NO_IDS, _NO_CODES, _NO_IDS, _NO_IDS
-            if len(left) < n:
-                return (np.array([self.order[p] for p in left], dtype=np.int64),
-                        np.array([self.codes[p] for p in left], dtype=np.int8),
-                        np.array([self.need[p] for p in left], dtype=np.int64),
-                        np.array([self.room[p] for p in left], dtype=np.int64))
-            self.ids = np.array(self.order, dtype=np.int64)
-            self.as_arrays()
-        self.codes[self.stop_at:] = self.tail
-        keep = self.codes != _NONE
-        return self.ids[keep], self.codes[keep], self.need[keep], self.room[keep]
+    def _take_outputs(self, step: Step) -> None:
+        """Async: the end of the call takes in the last step's outputs (vLLM's update_from_output
+        after the next schedule()): who sampled its last token finishes — from the running list,
+        or from the queue if this call preempted it — at the end of that step."""
+        (t_end, done), self._outputs = self._outputs, None
+        run, rs = self.running, self.rs
+        step.flushed = True
+        if not done:
+            return
+        ids = run.ids
+        queued = [i for i in done if i not in ids]
+        self._retire(sorted(ids.index(i) for i in done if i in ids), t_end)
+        for i in queued:  # preempted in this call with its last token in flight
+            if self.cache is not None:
+                self.cache.forget(i)
+            self.queue.remove(i)
+            self.evicted[i], rs.swapped[i] = False, False
+            self.n_evicted -= 1
+            rs.complete(i, t_end, 0, int(rs.generated[i]))
+        if step.plan is not None and step.plan.uniform:  # they had no token in it: the plan
+            step.plan.n -= step.plan.done  # covers the others
+            step.plan.done = 0
+        else:
+            step.plan = None
+        step.finished = list(done)
+        if queued and len(step.waiting):
+            keep = ~np.isin(step.waiting, queued)
+            step.waiting, step.reasons = step.waiting[keep], step.reasons[keep]
+            step.need, step.room = step.need[keep], step.room[keep]

@@ -1,6 +1,7 @@
 """Run a scenario: build the workload, the replicas and their feeds, let SimPy drive time.
 
-One replica reads its arrivals straight from the sorted arrays (no per-arrival events). Several
+One replica runs its step loop directly (nothing shares its clock, so SimPy would only add its
+bookkeeping) and reads its arrivals straight from the sorted arrays (no per-arrival events). Several
 replicas get a router process that hands each arrival, at its arrival time, to the least-loaded
 replica allowed for its class (`routing: shared` — all replicas; `pinned` — the class's list).
 Arrivals stop at `duration_s`; the run then drains until everything ends or `drain_limit_s`
@@ -17,6 +18,7 @@ import time
 import numpy as np
 import simpy
 
+from .clock import Clock
 from .cost import make_step_cost
 from .kv import UNLIMITED, KVPool
 from .memory import breakdown
@@ -98,10 +100,10 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     wl = build(sc)
     names = wl.class_names
     top = int(wl.class_priority.min())
-    if sc.mitigations.p0_kv_reserve >= mem.blocks and len(set(wl.class_priority)) > 1:
+    if sc.mitigations.p0_kv_reserve >= mem.usable_blocks and len(set(wl.class_priority)) > 1:
         raise ScenarioError(
             f"mitigations.p0_kv_reserve = {sc.mitigations.p0_kv_reserve} blocks leaves nothing of the "
-            f"{mem.blocks}-block KV cache for the other classes"
+            f"{mem.usable_blocks} usable KV blocks for the other classes"
         )
     rs = Requests(wl, top)
     for i, why in wl.rejected.items():
@@ -109,7 +111,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     cost = make_step_cost(sc.cost, mem)
     env = simpy.Environment()
     log = WaitLog(rs, sc.mitigations.alert_after_s, sc.kv.block_size)
-    steps = StepLog(names, mem.blocks)
+    steps = StepLog(names, mem.usable_blocks)
     until = sc.duration_s + sc.drain_limit_s
     replicas: list[Replica] = []
     by_class_replicas = _allowed_replicas(sc, names)
@@ -129,25 +131,28 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
         replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))
-    if len(replicas) == 1:
-        feed = StaticFeed(first, rs.arrival[first])
-        env.process(replicas[0].run(feed))
+    clock = Clock(cost.fixed_s)
+    due = clock.snap_many(rs.arrival[first])  # on a fixed step: the grid point each arrival is taken at
+    until_sim = until if clock.grid is None else until / clock.grid
+    if len(replicas) == 1:  # no router: the replica's loop runs without SimPy
+        feed = StaticFeed(first, due)
 
         def route(j: int, t: float) -> None:
             feed.add(j, t)
+
+        replicas[0].drive(feed, until_sim)
     else:
-        shared = RouterFeed(rs.arrival[first])
+        shared = RouterFeed(due)
         for rep in replicas:
-            env.process(rep.run(shared))
+            env.process(rep.process(shared))
 
         def route(j: int, t: float) -> None:
             allowed = by_class_replicas[int(rs.cls[j])]
             best = min(allowed, key=lambda k: (replicas[k].load, k))
             replicas[best].submit(j)
 
-        env.process(_router(env, first, rs.arrival[first], route, shared))
-
-    env.run(until=until)
+        env.process(_router(env, first, due, route, shared, clock))
+        env.run(until=until_sim)
     t_end = max((rep_end for rep_end in _ends(steps)), default=0.0)
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
@@ -155,10 +160,11 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0)
 
 
-def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed):
+def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock):
     for i, t in zip(ids.tolist(), times.tolist()):
-        if t > env.now:
-            yield env.timeout(t - env.now)
+        at = clock.to_sim(t)
+        if at > env.now:
+            yield env.timeout(at - env.now)
         feed.routed()
         route(i, t)
 
@@ -183,12 +189,12 @@ def _pool(sc: Scenario, mem, wl) -> KVPool:
     caps = np.array([sc.request_class(c).caps.max_kv_blocks or UNLIMITED for c in names], dtype=np.int64)
     is_top = wl.class_priority == wl.class_priority.min()
     return KVPool(
-        capacity=mem.blocks,
+        capacity=mem.usable_blocks,  # vLLM's null block is never handed out
         block_size=sc.kv.block_size,
         class_is_top=is_top,
         class_caps=caps,
         top_reserve=sc.mitigations.p0_kv_reserve if not is_top.all() else 0,
-        watermark_blocks=int(sc.scheduler.watermark * mem.blocks),
+        watermark_blocks=int(sc.scheduler.watermark * mem.blocks),  # vLLM: on num_gpu_blocks, null block included
     )
 
 
@@ -200,6 +206,11 @@ def _limits(sc: Scenario, mem, wl) -> Limits:
         budget=s.max_num_batched_tokens,
         max_seqs=s.max_num_seqs,
         threshold=s.long_prefill_token_threshold,
+        threshold_adaptive=s.long_prefill_token_threshold_adaptive,
+        async_scheduling=s.async_scheduling,
+        prefix_caching=sc.kv.prefix_caching,
+        max_queued_reqs=s.max_num_queued_reqs,
+        max_queued_tokens=s.max_num_queued_tokens,
         chunked=s.chunked_prefill,
         token_reserve=m.p0_token_reserve if several else 0,
         reserve_lendable=m.reserve_mode == "lendable",

@@ -54,13 +54,14 @@ class Plan:
     shared_used: int
     tokens: np.ndarray | None = None
     from_reserve: np.ndarray | None = None
+    done: int = 0  # of the n, requests whose last token is in flight (async): no token, they leave
 
 
 class Step:
     """What one step scheduled (as totals), and how the requests left waiting stand."""
 
     __slots__ = ("plan", "tokens", "decode", "batch", "context", "attn", "admitted", "preempted", "waiting",
-                 "reasons", "need", "room", "blocker", "swap_s", "reserve_idle")
+                 "reasons", "need", "room", "blocker", "swap_s", "reserve_idle", "flushed", "finished")
 
     def __init__(self, plan: Plan | None = None):
         self.plan = plan  # the accepted plan (None: the sequential loop ran, or an eviction broke it)
@@ -78,6 +79,13 @@ class Step:
         self.blocker = -1  # the request at which admission stopped (head of line)
         self.swap_s = 0.0
         self.reserve_idle = 0
+        self.flushed = False  # async: the call took in the outputs of the step before,
+        self.finished: list[int] = []  # and these requests finished then (at that step's end)
+
+    @property
+    def changed(self) -> bool:
+        """The call changed the engine's state even if it scheduled nothing."""
+        return bool(self.preempted) or self.flushed
 
     @property
     def uniform(self) -> bool:

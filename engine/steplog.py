@@ -14,12 +14,19 @@ so a day of traffic stays within memory.
 from __future__ import annotations
 
 from array import array
+from itertools import chain
 
 import numpy as np
 import pandas as pd
 
+from .reasons import LABELS
+
+# waiting requests per wait reason (`waiting_for_<reason>`) and in vLLM's two words
+# (`waiting_by_reason_capacity`, `_deferred`: see `reasons.VLLM_REASON`)
+WAITING_FOR = tuple(f"waiting_for_{label}" for label in LABELS[1:])
 COLUMNS = ("replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_size", "admitted", "preempted",
-           "kv_used", "kv_free", "reserve_idle")
+           "kv_used", "kv_free", "reserve_idle", "waiting_by_reason_capacity", "waiting_by_reason_deferred",
+           *WAITING_FOR)
 _INT = [c for c in COLUMNS if c not in ("t_s", "dt_s")]
 
 
@@ -61,8 +68,7 @@ class StepLog:
         self.run_rows.extend((len(self.ints) // self.n_int - 1, len(self.run_t), len(self.run_t) + len(ts)))
         self.run_t.extend(ts)
         self.run_dt.extend(dts)
-        for k in kv:
-            self.run_kv.extend(k)
+        self.run_kv.extend(chain.from_iterable(kv))
 
     @property
     def steps(self) -> int:

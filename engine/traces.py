@@ -157,7 +157,7 @@ def _azure(text: str) -> pd.DataFrame:
 
 
 def _mooncake(text: str) -> pd.DataFrame:
-    rows, lines = [], []
+    rows, lines, hashes = [], [], []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -168,6 +168,7 @@ def _mooncake(text: str) -> pd.DataFrame:
             rows.append((_json_number(rec, "timestamp"), _json_number(rec, "input_length"),
                          _json_number(rec, "output_length")))
             lines.append(i)
+            hashes.append(rec.get("hash_ids"))
         except RecursionError:
             raise TraceError(f"line {i}: JSON nested too deeply") from None
         except KeyError as err:
@@ -189,13 +190,19 @@ def _mooncake(text: str) -> pd.DataFrame:
     _, start, count = np.unique(ms, return_index=True, return_counts=True)
     rank = np.arange(len(ms)) - np.repeat(start, count)
     spread = ms / 1000.0 + MOONCAKE_BUCKET_S * rank / np.repeat(count, count)
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "arrival_s": spread - spread.min(),
             "prompt_tokens": _ints(df, "input_length", lines=lines),
             "output_tokens": _ints(df, "output_length", lines=lines),
         }
     )
+    if any(h is not None for h in hashes):  # 512-token prefix block hashes (engine.prefix)
+        for k, h in enumerate(hashes):
+            if h is not None and (not isinstance(h, list) or not all(isinstance(x, int) and x >= 0 for x in h)):
+                raise TraceError(f"line {lines[k]}: hash_ids must be a list of integers >= 0")
+        out["hash_ids"] = pd.Series(hashes, dtype=object)
+    return out
 
 
 def _simulator(text: str) -> pd.DataFrame:
@@ -221,6 +228,9 @@ def _simulator(text: str) -> pd.DataFrame:
             raise TraceError(f"line {i + 2}: class = {brief(names.iloc[i])} is not a class name "
                              "(1-40 letters, digits, '_' or '-')")
         out["class"] = names
+    if "prefix_group" in df.columns:  # prefix identity (engine.prefix): a group's shared tokens
+        out["prefix_group"] = _ints(df, "prefix_group", lo=-1)
+        out["prefix_tokens"] = _ints(df, "prefix_tokens", lo=0) if "prefix_tokens" in df.columns else 0
     return out
 
 

@@ -48,6 +48,13 @@ class Workload:
     parent: np.ndarray
     next_piece: np.ndarray
     rejected: dict[int, str] = field(default_factory=dict)
+    # prefix identity (engine.prefix): the source of a request's shared leading tokens (-1: none;
+    # a trace's prefix group >= 0, a class's system prompt -(class + 2)), how many tokens it
+    # shares (-1: its whole sequence, outputs included: a conversation's turn or a repeated
+    # prompt), and Mooncake's 512-token block hashes
+    prefix_src: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+    hash_ids: dict[int, list[int]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -186,7 +193,37 @@ def build(sc: Scenario) -> Workload:
         cls = np.empty(0, dtype=np.int16)
     order = np.lexsort((cls, t))  # by time, then class order (stable)
     prio = np.array([sc.request_class(n).priority for n in names], dtype=np.int64)
-    return _apply_prompt_caps(sc, names, prio, t[order], prompt[order], output[order], cls[order])
+    wl = _apply_prompt_caps(sc, names, prio, t[order], prompt[order], output[order], cls[order])
+    return _with_prefixes(sc, names, wl, parts, order)
+
+
+def _with_prefixes(sc: Scenario, names: list[str], wl: Workload, parts: list, order: np.ndarray) -> Workload:
+    """Prefix identity per request: from the trace's columns, else its class's system prompt
+    (`classes.X.prefix_tokens`: the first tokens of every prompt of the class)."""
+    n0 = len(order)
+    src, tok = np.full(n0, -1, np.int64), np.zeros(n0, np.int64)
+    hashes: dict[int, list[int]] = {}
+    ident = parts[-1][4] if parts and len(parts[-1]) > 4 else None
+    if ident is not None:
+        k = n0 - len(ident[0])  # the trace's rows come last
+        src[k:], tok[k:] = ident[0], ident[1]
+        hashes = {k + j: h for j, h in ident[2].items()}
+    sys_tokens = np.array([sc.request_class(n).prefix_tokens for n in names], dtype=np.int64)
+    cls0 = np.concatenate([p[3] for p in parts]) if parts else np.empty(0, np.int16)
+    own = (src < 0) & (sys_tokens[cls0] > 0) if n0 else np.zeros(0, bool)
+    src[own], tok[own] = -(cls0[own].astype(np.int64) + 2), sys_tokens[cls0[own]]
+    if not (src >= -1).all() or (src >= 0).any() or hashes:
+        rank = np.empty(n0, np.int64)
+        rank[order] = np.arange(n0)
+        wl.hash_ids = {int(rank[j]): h for j, h in hashes.items()}
+        n = len(wl)
+        wl.prefix_src, wl.prefix_tokens = np.full(n, -1, np.int64), np.zeros(n, np.int64)
+        wl.prefix_src[:n0], wl.prefix_tokens[:n0] = src[order], tok[order]
+        whole = wl.prefix_tokens[:n0] < 0
+        cut = ~whole & (wl.prefix_tokens[:n0] > wl.prompt[:n0])  # a split piece, or a prompt shorter than
+        wl.prefix_tokens[:n0][cut] = wl.prompt[:n0][cut]  # the system prompt: shares what it has
+        wl.prefix_tokens[:n0][whole & (wl.parent[:n0] >= 0)] = wl.prompt[:n0][whole & (wl.parent[:n0] >= 0)]
+    return wl
 
 
 def _synthetic(sc: Scenario, idx: int, name: str):
@@ -209,7 +246,16 @@ def _from_trace(sc: Scenario, names: list[str]):
     if tr.limit is not None:
         df, t = df.iloc[: tr.limit], t[: tr.limit]
     cls = _assign(sc, names, df)
-    return t, df["prompt_tokens"].to_numpy(np.int64), df["output_tokens"].to_numpy(np.int64), cls
+    ident = None
+    if "prefix_group" in df.columns or "hash_ids" in df.columns:
+        prompt = df["prompt_tokens"].to_numpy(np.int64)
+        src = df["prefix_group"].to_numpy(np.int64) if "prefix_group" in df.columns else np.full(len(df), -1)
+        tok = df["prefix_tokens"].to_numpy(np.int64) if "prefix_tokens" in df.columns else np.zeros(len(df), np.int64)
+        tok = np.where(src < 0, 0, np.where(tok >= prompt, -1, tok))  # the whole prompt: outputs shared too
+        hashes = {j: list(h) for j, h in enumerate(df["hash_ids"]) if isinstance(h, list)} \
+            if "hash_ids" in df.columns else {}
+        ident = (np.where(src < 0, -1, src), tok, hashes)
+    return t, df["prompt_tokens"].to_numpy(np.int64), df["output_tokens"].to_numpy(np.int64), cls, ident
 
 
 def _assign(sc: Scenario, names: list[str], df: pd.DataFrame) -> np.ndarray:

@@ -26,7 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    """The child: read keys, write summaries, until stdin closes."""
+    """The child: read keys, write summaries, until stdin closes. It runs at a lower CPU priority
+    (nice 10): sweep points are background work, and on a small machine they must not slow the
+    server's page runs (what a person waits for) to a crawl."""
+    if hasattr(os, "nice"):
+        os.nice(10)
     from engine.sweep_exec import run_batch_summaries  # the same per-run task as `python -m engine sweep`
 
     out = sys.stdout

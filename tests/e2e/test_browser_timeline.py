@@ -31,7 +31,7 @@ def test_a_picked_request_tells_its_story_and_the_link_keeps_it(page, app_url, s
     open_app(page, f"{app_url}/timeline?preset=classic-inversion&tl_req=48")
     story = page.get_by_test_id("stMain").get_by_text("Meanwhile", exact=False).first
     expect(story).to_contain_text("admitted ahead of it")
-    named = re.compile(r"#25 P1 at 9\.21 s \(needed 13 blocks; this one needed 375\)")
+    named = re.compile(r"#25 P1 at 9\.24 s \(needed 13 blocks; this one needed 375\)")
     expect(page.get_by_text(named)).to_have_count(1)
     expect(page.get_by_text("biggest holders #24 P2 (1635 blocks)", exact=False)).to_have_count(1)
     expect(page).to_have_url(re.compile("tl_req=48"))

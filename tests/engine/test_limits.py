@@ -140,7 +140,7 @@ def test_estimate_is_cheap_and_finite_for_absurd_but_valid_values():
                  {"classes.P1.prompt.median": 10_000_000, "classes.P1.prompt.p90": 10_000_000,
                   "classes.P1.prompt.max": 10_000_000},
                  {"classes.P1.caps.max_prompt_tokens": 1, "classes.P1.caps.over_cap": "split"},
-                 {"kv.num_blocks": 1, "kv.block_size": 1}, {"scheduler.max_num_batched_tokens": 1},
+                 {"kv.num_blocks": 2, "kv.block_size": 1}, {"scheduler.max_num_batched_tokens": 1},
                  {"classes.P0.arrival.process": "gamma", "classes.P0.arrival.cv": 100}):
         w = estimate_work(load("default", over))
         for v in (w.requests, w.steps, w.queue, w.seconds, w.memory_mib):

@@ -11,9 +11,8 @@ import pandas.testing as pdt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.scheduler as scheduler
+import engine.walk as walk
 from engine import from_dict, simulate
-from engine.scheduler import Scheduler
 
 
 def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int, kv_reserve: int,
@@ -38,7 +37,7 @@ def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int,
 def run_both(data: dict, monkeypatch):
     sc = from_dict(data)
     walk_all = simulate(sc, shortcuts=False)
-    monkeypatch.setattr(scheduler, "PREFILTER_MIN_QUEUE", 0)
+    monkeypatch.setattr(walk, "PREFILTER_MIN_QUEUE", 0)
     filtered = simulate(sc)
     return walk_all, filtered
 
@@ -61,11 +60,10 @@ def test_the_long_queue_case_is_really_long(monkeypatch):
     """Guard against a vacuous test: the workloads above do build queues well over the threshold,
     and the pre-filter really runs (and leaves requests out of the walk)."""
     calls = []
-    real = Scheduler._prefilter
-    monkeypatch.setattr(Scheduler, "_prefilter", lambda self, walk, budget: (
-        calls.append(r := real(self, walk, budget)), r)[1])
+    real = walk.prefilter
+    monkeypatch.setattr(walk, "prefilter", lambda sched, w, budget: (calls.append(r := real(sched, w, budget)), r)[1])
     a, _ = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0), monkeypatch)
-    waiting = a.steps[[c for c in a.steps if c.startswith("waiting_")]].sum(axis=1)
+    waiting = a.steps[[c for c in a.steps if c.startswith("waiting_P")]].sum(axis=1)
     assert waiting.max() > 50
     filtered = [c for c in calls if c is not None]
     assert len(filtered) > 10 and any((codes != 0).any() for codes, _ in filtered)

@@ -19,17 +19,7 @@ from fidelity.workloads import MODES
 
 DT = 0.1  # a step time that is not a binary fraction: the engine's time grid must be exact
 
-NOT_YET = {  # found with `python -m fidelity.replay --explain` (and --dt 1 for the time grid)
-    "fcfs": "float time grid (arrivals a step late at 0.1 s); null block (num_gpu_blocks N: N-1 usable)",
-    "priority": "time grid; null block; self-preemption `continue` under priority; an empty step takes no time",
-    "threshold": "time grid; no long_prefill_token_threshold when running + waiting <= 1; null block",
-    "adaptive": "scheduler.long_prefill_token_threshold_adaptive unknown to the engine",
-    "preemption": "time grid; null block; self-preemption `continue`; an empty step takes no time",
-    "watermark": "time grid; null block (watermark counted on num_gpu_blocks); self-preemption `continue`",
-    "async": "scheduler.async_scheduling unknown to the engine",
-    "prefix": "kv.prefix_caching unknown to the engine",
-    "prefix-async": "scheduler.async_scheduling and kv.prefix_caching unknown to the engine",
-}
+NOT_YET: dict[str, str] = {}  # every mode agrees (python -m fidelity.replay)
 
 
 def _load(mode: str) -> tuple[dict, list[dict]]:

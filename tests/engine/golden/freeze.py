@@ -2,7 +2,8 @@
 
 `cases.json` holds the workloads (plain scenario mappings, so the file is self-contained):
 every shipped scenario × every policy, derandomized random small workloads, and overloaded
-long-queue workloads. `expected.json` holds, per case, a fingerprint of each result frame and
+long-queue workloads — under vLLM's default async scheduling — and a few of them again with
+synchronous scheduling (`*/sync`, `*-sync/*`). `expected.json` holds, per case, a fingerprint of each result frame and
 the summary. The fingerprint is taken over a canonical form of the frames (`canonical`), which
 is the one place to adapt when a frame's *representation* changes but its content must not.
 
@@ -28,7 +29,7 @@ from engine.scenario import apply_overrides, load_raw
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases.json"
 EXPECTED = HERE / "expected.json"
-SHIPPED = ["default", "classic-inversion", "aging", "inheritance", "kv-cap", "preempt", "rescue-buffer",
+SHIPPED = ["default", "classic-inversion", "aging", "inheritance", "kv-cap", "preempt", "rescue-buffer", "prefix-cache",
            "separate-replicas"]
 POLICIES = ["fcfs", "priority", "backfill", "preempt"]
 
@@ -67,7 +68,7 @@ def random_small(rng: random.Random) -> dict:
         mit["p0_token_reserve"] = rng.randint(0, budget - 1)
         mit["reserve_mode"] = rng.choice(["strict", "lendable"])
     if rng.random() < 0.5:
-        mit["p0_kv_reserve"] = rng.randint(0, num_blocks - 1)
+        mit["p0_kv_reserve"] = min(rng.randint(0, num_blocks - 1), num_blocks - 2)  # N - 1 usable (null block)
     if rng.random() < 0.3:
         mit["inheritance"] = True
     if rng.random() < 0.3:
@@ -115,6 +116,18 @@ def build_cases() -> dict[str, dict]:
         cases[f"random/{k:02d}"] = random_small(rng)
     for k in range(30):
         cases[f"overloaded/{k:02d}"] = overloaded(rng)
+    # vLLM's default is async scheduling; these keep the synchronous loop under the same guard
+    for name in ("default", "classic-inversion"):
+        cases[f"{name}/sync"] = apply_overrides(load_raw(name), {"scheduler.async_scheduling": False})
+    for k in range(0, 40, 2):
+        cases[f"random-sync/{k:02d}"] = apply_overrides(cases[f"random/{k:02d}"], {"scheduler.async_scheduling": False})
+    for k in range(0, 30, 3):
+        cases[f"overloaded-sync/{k:02d}"] = apply_overrides(cases[f"overloaded/{k:02d}"],
+                                                            {"scheduler.async_scheduling": False})
+    for k in range(1, 80, 4):  # every class's prompts start with a shared system prompt
+        data = cases[f"random/{k:02d}"]
+        cases[f"random-prefix/{k:02d}"] = apply_overrides(data, {
+            f"classes.{c}.prefix_tokens": 3 + 37 * (j % 2) for j, c in enumerate(data["classes"])})
     for data in cases.values():
         data.pop("description", None)
     return cases

@@ -1,0 +1,120 @@
+"""The waiting pass's bookkeeping (`Walk`) and the long-queue pre-filter: representation and speed
+below the scheduler's waiting walk (`Scheduler._walk` states the rules).
+
+A skipping policy's long queue is pre-filtered on KV in one vectorised check (`prefilter`) and
+only the requests that can fit are walked; `label_skipped` gives the others the reason they would
+have had at their turn. Off while the prefix cache can change what a request needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .reasons import Reason
+from .step import Budget
+
+PREFILTER_MIN_QUEUE = 32  # a skipping policy's queue longer than this is pre-filtered on KV
+_NONE = int(Reason.NONE)
+_NO_IDS, _NO_CODES = np.empty(0, np.int64), np.empty(0, np.int8)
+
+
+def prefilter(sched, walk: Walk, budget: Budget):
+    """A skipping policy with a long queue and free seats and budget: mark, in one vectorised
+    check, who cannot fit in KV now (room only shrinks while it walks, so they stay out) and
+    walk only the others, until seats or budget run out (then every later position, as the
+    plain walk would). Returns (reasons, needs) or None."""
+    rs, pool, lim, n_w = sched.rs, sched.pool, sched.lim, len(walk.order)
+    if (not sched.shortcuts or sched.policy.stops_at_misfit or not lim.chunked or n_w <= PREFILTER_MIN_QUEUE
+            or budget.shared <= 0 or len(sched.running) >= lim.max_seqs
+            or sched.cache is not None and (sched.cache.any_prefix or sched.cache.segs)):  # hits change needs
+        return None
+    ids = np.array(walk.order, dtype=np.int64)
+    need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
+    codes, _ = pool.shortfall_many(rs.cls[ids], need, watermark=bool(sched.running))
+    walk.ids, walk.todo = ids, np.flatnonzero(codes == _NONE).tolist()
+    walk.walked = np.zeros(n_w, bool)
+    walk.start = (pool.used, pool.used_other, list(pool.used_cls), bool(sched.running))
+    return codes, need
+
+
+def label_skipped(sched, walk: Walk, pre) -> None:
+    """Reasons for the requests the pre-filter kept out of the walk, as the sequential walk
+    would have found them at their turn (the pool as it stood after the admissions before)."""
+    rs, pos = sched.rs, np.arange(len(walk.ids))
+    q = np.flatnonzero(~walk.walked & (pos < min(walk.stop_at, walk.dense_from)))
+    if q.size:
+        admitted = (np.array(walk.adm_pos, dtype=np.int64), np.array(walk.adm_blocks, dtype=np.int64),
+                    np.array(walk.adm_cls, dtype=np.int64))
+        codes, room = sched.pool.reasons_at_turn(rs.cls[walk.ids[q]], pre[1][q], q, walk.start, admitted)
+        walk.codes[q], walk.need[q], walk.room[q] = codes, pre[1][q], room
+    rest = np.zeros(len(walk.ids), bool)
+    rest[q] = True
+    cls = rs.cls[walk.ids]
+    for c, p in walk.closed_at.items():
+        m = rest & (cls == c) & (pos > p)
+        walk.codes[m], walk.need[m], walk.room[m] = Reason.CLASS_CAP, -1, -1
+    if walk.block_other:
+        m = rest & ~rs.is_top[walk.ids] & (pos > walk.block_from)
+        walk.codes[m], walk.need[m], walk.room[m] = walk.block_other, -1, -1
+
+
+class Walk:
+    """The waiting pass's bookkeeping: per queue position a reason (and KV detail), where the walk
+    stopped, and what a pre-filtered walk needs to label the positions it skipped. Plain lists
+    while walking (one position at a time); arrays for labelling skipped positions in bulk."""
+
+    def __init__(self, order: list[int], top_left: int):
+        n = len(order)
+        self.order, self.top_left = order, top_left
+        self.ids: np.ndarray | None = None
+        self.codes: list[int] | np.ndarray = [0] * n
+        self.need: list[int] | np.ndarray = [-1] * n
+        self.room: list[int] | np.ndarray = [-1] * n
+        self.stop_at, self.tail, self.dense_from = n, Reason.NONE, n
+        self.block_other, self.block_from, self.blocker = Reason.NONE, n, -1
+        self.closed_at: dict[int, int] = {}  # class → position where its running cap closed it
+        self.adm_pos: list[int] = []
+        self.adm_blocks: list[int] = []
+        self.adm_cls: list[int] = []
+        self.todo: list[int] = []
+        self.walked: np.ndarray | None = None
+        self.start = None
+
+    def stop(self, at: int, reason: Reason) -> None:
+        """Admission stops: everyone from `at` on waits for `reason`."""
+        self.stop_at, self.tail = at, reason
+
+    def block(self, p: int, reason: Reason) -> None:
+        """After position p, requests other than the top class wait for `reason` (the top class may go on)."""
+        if not self.block_other:
+            self.block_other, self.block_from = reason, p
+
+    def admitted(self, p: int, blocks: int, c: int) -> None:
+        self.adm_pos.append(p)
+        self.adm_blocks.append(blocks)
+        self.adm_cls.append(c)
+
+    def as_arrays(self) -> None:
+        self.codes = np.array(self.codes, dtype=np.int8)
+        self.need = np.array(self.need, dtype=np.int64)
+        self.room = np.array(self.room, dtype=np.int64)
+
+    def left_waiting(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, reasons, need, room) of the requests left waiting, in queue order."""
+        n = len(self.order)
+        if isinstance(self.codes, list):
+            if self.stop_at < n:
+                self.codes[self.stop_at:] = [int(self.tail)] * (n - self.stop_at)
+            left = [p for p in range(n) if self.codes[p]]
+            if not left:
+                return _NO_IDS, _NO_CODES, _NO_IDS, _NO_IDS
+            if len(left) < n:
+                return (np.array([self.order[p] for p in left], dtype=np.int64),
+                        np.array([self.codes[p] for p in left], dtype=np.int8),
+                        np.array([self.need[p] for p in left], dtype=np.int64),
+                        np.array([self.room[p] for p in left], dtype=np.int64))
+            self.ids = np.array(self.order, dtype=np.int64)
+            self.as_arrays()
+        self.codes[self.stop_at:] = self.tail
+        keep = self.codes != _NONE
+        return self.ids[keep], self.codes[keep], self.need[keep], self.room[keep]
