@@ -12,8 +12,11 @@ there from the Gateway API Inference Extension in 2026):
   within a flow (by arrival at the gateway).
 - Saturation (llm-d's `utilization` detector): the mean over endpoints of max(queue / 5,
   KV / 0.8), queue = requests waiting at the engine (including those handed over and not yet
-  taken in), KV = used blocks / usable blocks. Metrics are read live at every dispatch decision
-  (no scrape lag), so a dispatch counts at once in its endpoint's queue.
+  taken in), KV = used blocks / usable blocks. With `scrape_interval_s` = 0 the metrics are read
+  live at every dispatch decision, so a dispatch counts at once in its endpoint's queue. With an
+  interval (llm-d scrapes every 50 ms) they are the last scrape's, taken at multiples of the
+  interval: a dispatch does not count until the next scrape, so a burst passes a gate that
+  looked open (the lagged signal of llm-d; metrics are never older than the interval here).
 - Dispatch: the highest non-empty band whose ceiling is above the saturation sends its oldest
   request (by the fairness rule) to the least-loaded replica — the lab's router rule — and the
   gateway looks again, until no band may send. A band's ceiling (holdback, llm-d's
@@ -131,15 +134,31 @@ class Gateway:
         self.inversions = 0  # dispatches that overtook at least one more important waiting request
         self.waiting_lab = {p: 0 for p in set(lab)}  # requests waiting at the gateway per lab priority
         self.seq = 0
+        self.scraped: tuple[list[int], list[float]] | None = None  # None: live metrics
+        self.kick = None  # set by the scraper while it sleeps (engine.simulation)
 
     # -- metrics ---------------------------------------------------------------------------------
-    def saturation(self) -> float:
+    def metrics(self) -> tuple[list[int], list[float]]:
+        """Each endpoint's waiting requests and KV usage, as they are now."""
         qs, kvs = [], []
         for rep in self.replicas:
             qs.append(len(rep.sched.queue) + len(rep.pending))
             pool = rep.pool
             kvs.append(pool.used / pool.capacity)
+        return qs, kvs
+
+    def scrape(self) -> None:
+        """Take the metrics the gateway will see until the next scrape."""
+        self.scraped = self.metrics()
+
+    def saturation(self) -> float:
+        qs, kvs = self.scraped if self.scraped is not None else self.metrics()
         return saturation(qs, kvs, self.spec.queue_depth_threshold, self.spec.kv_cache_threshold)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued here and nothing at any engine (a scrape would see the same)."""
+        return not self.waiting and not any(rep.load for rep in self.replicas)
 
     @property
     def waiting(self) -> int:
@@ -158,6 +177,8 @@ class Gateway:
         self.band_of[c].push(c, i)
         self.waiting_lab[int(rs.prio[i])] += 1
         self.pump(t)
+        if self.kick is not None and not self.kick.triggered:
+            self.kick.succeed()
 
     def pump(self, now: float) -> None:
         """Dispatch what may go now: the highest band whose ceiling is above the saturation, again

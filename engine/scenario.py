@@ -243,6 +243,7 @@ class Gateway(_Model):
     queue_depth_threshold: float = Field(5.0, gt=0, le=1e6)  # llm-d utilization detector: queue / this
     kv_cache_threshold: float = Field(0.8, gt=0, le=1)  # and KV usage / this; saturated at a mean >= 1
     fairness: Literal["global-strict", "round-robin"] = "global-strict"
+    scrape_interval_s: float = Field(0.0, ge=0, le=10)  # 0: live metrics; llm-d scrapes every 0.05 s
     shed_when_saturated: bool = True  # sheddable (priority < 0) arrivals get HTTP 429 while saturated
     request_ttl_s: float | None = Field(None, gt=0, le=1e6)  # dropped (HTTP 429) after this long queued
     classes: dict[str, GatewayClass] = Field(default_factory=dict, max_length=10_000)

@@ -156,6 +156,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     if gw_spec is not None:  # arrivals reach the gateway; it dispatches at arrivals and step boundaries
         gateway = Gateway(gw_spec, rs, replicas, names, wl.class_priority)
         feed = GatewayFeed(gateway)
+        if gw_spec.scrape_interval_s > 0:
+            env.process(_scraper(env, gateway, gw_spec.scrape_interval_s, clock))
         for rep in replicas:
             env.process(rep.process(feed))
 
@@ -198,6 +200,24 @@ def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, f
             yield env.timeout(at - env.now)
         feed.routed()
         route(i, t)
+
+
+def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: Clock):
+    """The gateway's metric scrapes, at multiples of the interval (whole steps on a fixed step),
+    each followed by a look at what may go; asleep while nothing is anywhere."""
+    every = interval if clock.grid is None else max(1, round(interval / clock.grid))
+    while True:
+        gateway.scrape()
+        gateway.pump(env.now if clock.grid is None else env.now * clock.grid)
+        if gateway.idle:
+            gateway.kick = env.event()
+            yield gateway.kick
+            gateway.kick = None
+            nxt = math.ceil(env.now / every) * every  # the next scrape time (the last one saw nothing)
+            if nxt > env.now:
+                yield env.timeout(nxt - env.now)
+        else:
+            yield env.timeout(every)
 
 
 def _ends(steps: StepLog):
