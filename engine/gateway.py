@@ -166,9 +166,10 @@ class Gateway:
 
     # -- arrivals and dispatch -------------------------------------------------------------------
     def arrive(self, i: int, t: float) -> None:
-        """Request i reaches the gateway at t: queued (or shed), then the gateway looks."""
+        """Request i reaches the gateway: queued (or shed), then the gateway looks at t (on a fixed
+        step, the grid point the arrival is taken at; its arrival time stays its own)."""
         rs = self.rs
-        self.arrived[i] = t
+        self.arrived[i] = rs.arrival[i] if np.isfinite(rs.arrival[i]) else t
         c = int(rs.cls[i])
         if self.class_gw_priority[c] < 0 and self.spec.shed_when_saturated and (s := self.saturation()) >= 1.0:
             rs.reject(i, f"{HTTP_429} (gateway): sheddable (gateway priority {self.class_gw_priority[c]}) "

@@ -360,3 +360,47 @@ def test_the_saturation_gate_holds_p0_too_and_that_wait_is_ttft(runs):
     # nobody is lost: every variant completes every request
     for k, s in runs.items():
         assert s["rejected"] == s["unfinished"] == 0, k
+
+
+# ---------------------------------------------------------------------------------------------
+# A hand-worked timeline through the whole simulation
+
+
+def test_hand_worked_timeline_p0_dispatched_ahead_of_an_earlier_p1():
+    """One engine, one seat (max_num_seqs 1), 0.1 s fixed steps, sync scheduling; prompts of one
+    step (100 tokens = the budget) and 2 output tokens, so each request runs two steps. Gateway
+    queue threshold 1: one request waiting at the engine saturates the pool.
+
+    t=0    P1 a, b arrive: a dispatched (the engine's queue 1: saturated), b held; a runs 0-0.2
+    t=0.1  P1 c arrives; the engine's queue is empty: b dispatched, c held; b waits for the seat
+    t=0.15 P0 d arrives (taken at 0.2): held (b waits at the engine)
+    t=0.2  a done, b admitted (first token 0.3)
+    t=0.3  queue empty: d dispatched (band P0 first), c still held; d waits for the seat
+    t=0.4  b done, d admitted: first token 0.5, done 0.6
+    t=0.5  c dispatched; admitted 0.6, first token 0.7
+    Without the gateway the FCFS engine serves a, b, c, d: d's first token at 0.7.
+    """
+    one_step = {"dist": "constant", "value": 100}
+    two = {"dist": "constant", "value": 2}
+    data = {
+        "duration_s": 1.0, "cost": {"model": "fixed", "step_time_s": 0.1}, "kv": {"num_blocks": 1000},
+        "scheduler": {"max_num_batched_tokens": 100, "max_num_seqs": 1, "async_scheduling": False},
+        "classes": {
+            "P0": {"priority": 0, "arrival": {"process": "times", "times": [0.15]}, "prompt": one_step, "output": two},
+            "P1": {"priority": 1, "arrival": {"process": "times", "times": [0.0, 0.0, 0.1]}, "prompt": one_step,
+                   "output": two},
+        },
+        "gateway": {"queue_depth_threshold": 1},
+    }
+    req = simulate(from_dict(data)).requests.sort_values(["arrival_s", "priority", "id"])
+    got = req[["class", "arrival_s", "dispatched_s", "first_scheduled_s", "first_token_s", "finish_s"]]
+    want = [("P1", 0.0, 0.0, 0.0, 0.1, 0.2), ("P1", 0.0, 0.1, 0.2, 0.3, 0.4), ("P1", 0.1, 0.5, 0.6, 0.7, 0.8),
+            ("P0", 0.15, 0.3, 0.4, 0.5, 0.6)]
+    assert [(r[0], *np.round(r[1:], 9)) for r in got.itertuples(index=False)] == want
+    d = req[req["class"] == "P0"].iloc[0]
+    assert d["gateway_queue_s"] == pytest.approx(0.15) and d["ttft_s"] == pytest.approx(0.35)
+    assert d["blocked_s"] == pytest.approx(0.1)  # at the engine: 0.3-0.4, waiting for the seat
+    assert d["gateway_priority"] == 1 and req["gateway_overtaken"].sum() == 0
+    data.pop("gateway")
+    plain = simulate(from_dict(data)).requests
+    assert plain.loc[plain["class"] == "P0", "first_token_s"].round(9).tolist() == [0.7]
