@@ -404,3 +404,18 @@ def test_hand_worked_timeline_p0_dispatched_ahead_of_an_earlier_p1():
     data.pop("gateway")
     plain = simulate(from_dict(data)).requests
     assert plain.loc[plain["class"] == "P0", "first_token_s"].round(9).tolist() == [0.7]
+
+
+def test_cli_table_shows_the_gateway_queue_only_behind_a_gateway():
+    from engine.cli import format_summary
+
+    data = {"duration_s": 2.0, "cost": {"model": "fixed", "step_time_s": 0.05}, "kv": {"num_blocks": 64},
+            "classes": {"P0": {"priority": 0, "arrival": {"rate": 5}}, "P1": {"priority": 1, "arrival": {"rate": 5}}}}
+    plain = format_summary(clean(simulate(from_dict(data)).summary))
+    assert "gateway" not in plain
+    data["gateway"] = {"classes": {"P1": {"priority": -1}}, "queue_depth_threshold": 1}
+    s = clean(simulate(from_dict(data)).summary)
+    table = format_summary(s)
+    assert table.splitlines()[1].endswith("gateway p99")
+    assert table.splitlines()[-1].startswith(f"gateway: {s['shed']} shed; 0 dispatches past")
+    assert s["shed"] > 0  # P1 is sheddable and a single waiting request saturates the pool
