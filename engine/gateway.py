@@ -133,6 +133,10 @@ class Gateway:
         self.overtaken = np.zeros(n, np.int64)
         self.inversions = 0  # dispatches that overtook at least one more important waiting request
         self.waiting_lab = {p: 0 for p in set(lab)}  # requests waiting at the gateway per lab priority
+        # dispatches of requests less important than each lab priority so far: a waiting request's
+        # `overtaken` is the growth of its priority's count while it waits (no walk of the queue)
+        self.passed = {p: 0 for p in set(lab)}
+        self._since = np.zeros(n, np.int64)
         self.seq = 0
         self.scraped: tuple[list[int], list[float]] | None = None  # None: live metrics
         self.kick = None  # set by the scraper while it sleeps (engine.simulation)
@@ -176,7 +180,9 @@ class Gateway:
                          f"and the pool is saturated ({s:.2f} >= 1)")
             return
         self.band_of[c].push(c, i)
-        self.waiting_lab[int(rs.prio[i])] += 1
+        p = int(rs.prio[i])
+        self.waiting_lab[p] += 1
+        self._since[i] = self.passed[p]
         self.pump(t)
         if self.kick is not None and not self.kick.triggered:
             self.kick.succeed()
@@ -201,13 +207,12 @@ class Gateway:
     def _dispatch(self, i: int, now: float) -> None:
         rs = self.rs
         p = int(rs.prio[i])
-        self.waiting_lab[p] -= 1
-        if any(n for q, n in self.waiting_lab.items() if q < p):  # a more important one waits: rare
+        self._leave(i, p)
+        if any(n for q, n in self.waiting_lab.items() if q < p):  # a more important one waits
             self.inversions += 1
-            for band in self.bands:
-                for j in band.ids():
-                    if rs.prio[j] < p:
-                        self.overtaken[j] += 1
+        for q in self.passed:
+            if q < p:
+                self.passed[q] += 1
         self.dispatched[i] = now
         rs.arrival[i] = now  # the engine's arrival (FCFS order, wait segments); restored by `finish`
         rs.tie[i] = self.seq  # same instant: the engine keeps the dispatch order
@@ -224,12 +229,21 @@ class Gateway:
                     i = q[0]
                     waited = now - float(self.arrived[i])
                     band.drop(i, int(rs.cls[i]))
-                    self.waiting_lab[int(rs.prio[i])] -= 1
+                    self._leave(i, int(rs.prio[i]))
                     rs.reject(i, f"{HTTP_429} (gateway): waited {waited:.3f} s in the gateway queue "
                                  f"(gateway.request_ttl_s = {ttl:g})")
 
+    def _leave(self, i: int, p: int) -> None:
+        """Request i (lab priority p) leaves the gateway queue: dispatched or dropped."""
+        self.waiting_lab[p] -= 1
+        self.overtaken[i] = self.passed[p] - self._since[i]
+
     def finish(self) -> None:
-        """After the run: every request's arrival is its arrival at the gateway again (TTFT, e2e)."""
+        """After the run: every request's arrival is its arrival at the gateway again (TTFT, e2e);
+        a request still queued counts what passed it until the end."""
+        rs = self.rs
+        for i in self.still_queued():
+            self.overtaken[i] = self.passed[int(rs.prio[i])] - self._since[i]
         seen = np.isfinite(self.arrived)
         self.rs.arrival[seen] = self.arrived[seen]
 

@@ -162,7 +162,16 @@ def test_a_higher_band_held_by_its_ceiling_is_overtaken_and_that_is_counted():
     gw.arrive(3, 0.1)  # P0 held (0.6 >= 0.5)
     gw.arrive(4, 0.2)  # P1 goes (0.6 < 1.0) while P0 waits
     assert ep.pending == [0, 1, 2, 4]
-    assert gw.inversions == 1 and gw.overtaken[3] == 1 and gw.overtaken.sum() == 1
+    assert gw.inversions == 1
+    ep.pending.clear()  # the engine took them all: P0 goes now, overtaken once on its way
+    gw.pump(0.3)
+    assert ep.pending == [3] and gw.overtaken[3] == 1 and gw.overtaken.sum() == 1
+    # a request still queued at the end counts what passed it until then
+    gw2, rs2, (ep2,) = make([1, 1, 1, 0, 1, 1], [0, 1], ["P0", "P1"], classes={"P0": {"ceiling": 0.5}})
+    for i, t in enumerate([0.0, 0.0, 0.0, 0.1, 0.2, 0.3]):
+        gw2.arrive(i, t)
+    gw2.finish()
+    assert gw2.inversions == 2 and list(gw2.overtaken) == [0, 0, 0, 2, 0, 0]
 
 
 def test_sheddable_arrivals_get_429_while_saturated_and_queue_otherwise():
@@ -281,6 +290,9 @@ def test_every_request_ends_once_and_gateway_times_are_ordered(data):
     assert (req.loc[admitted, "first_scheduled_s"] >= req.loc[admitted, "dispatched_s"] - EPS).all()
     fin = req[status == "finished"]
     assert (fin["ttft_s"] >= fin["gateway_queue_s"] - EPS).all()
+    # a request is overtaken at the gateway only by dispatches that each count as a gateway inversion
+    assert (req["gateway_overtaken"] >= 0).all()
+    assert req["gateway_overtaken"].max() <= res.summary["gateway_inversions"]
     # a request the gateway dropped never reached an engine
     dropped = req["reason"].astype(str).str.startswith("HTTP 429")
     assert not (dropped & sent).any()
