@@ -76,10 +76,6 @@ class Band:
         q.append(i)
         self.size += 1
 
-    def head(self) -> int:
-        """The request the band would send next."""
-        return self.flows[self.turn[0]][0]
-
     def pop(self) -> int:
         key = self.turn[0]
         q = self.flows[key]
