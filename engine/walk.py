@@ -3,7 +3,7 @@ below the scheduler's waiting walk (`Scheduler._walk` states the rules).
 
 A skipping policy's long queue is pre-filtered on KV in one vectorised check (`prefilter`) and
 only the requests that can fit are walked; `label_skipped` gives the others the reason they would
-have had at their turn. Off while the prefix cache can change what a request needs.
+have had at their turn. A request a prefix-cache hit may help is always walked (its need can shrink).
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ def prefilter(sched, walk: Walk, budget: Budget):
     plain walk would). Returns (reasons, needs) or None."""
     rs, pool, lim, n_w = sched.rs, sched.pool, sched.lim, len(walk.order)
     if (not sched.shortcuts or sched.policy.stops_at_misfit or not lim.chunked or n_w <= PREFILTER_MIN_QUEUE
-            or budget.shared <= 0 or len(sched.running) >= lim.max_seqs
-            or sched.cache is not None and (sched.cache.any_prefix or sched.cache.segs)):  # hits change needs
+            or budget.shared <= 0 or len(sched.running) >= lim.max_seqs):
         return None
     ids = np.array(walk.order, dtype=np.int64)
     need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
     codes, _ = pool.shortfall_many(rs.cls[ids], need, watermark=bool(sched.running))
+    cache = sched.cache
+    if cache is not None and (cache.any_prefix or cache.segs):  # a cache hit can shrink a need: walk those
+        walk.findable = np.fromiter((cache.findable(i) for i in walk.order), bool, n_w)
+        codes[walk.findable] = _NONE
     walk.ids, walk.todo = ids, np.flatnonzero(codes == _NONE).tolist()
     walk.walked = np.zeros(n_w, bool)
     walk.start = (pool.used, pool.used_other, list(pool.used_cls), bool(sched.running))
@@ -78,6 +81,7 @@ class Walk:
         self.adm_cls: list[int] = []
         self.todo: list[int] = []
         self.walked: np.ndarray | None = None
+        self.findable: np.ndarray | None = None  # positions a prefix-cache hit may help (always walked)
         self.start = None
 
     def stop(self, at: int, reason: Reason) -> None:

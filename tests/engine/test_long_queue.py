@@ -16,7 +16,7 @@ from engine import from_dict, simulate
 
 
 def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int, kv_reserve: int,
-               cap_running: int | None, cap_kv: int | None, watermark: float) -> dict:
+               cap_running: int | None, cap_kv: int | None, watermark: float, system_prompt: int = 0) -> dict:
     cls = lambda prio, rate, prompt, out: {  # noqa: E731
         "priority": prio, "arrival": {"rate": rate},
         "prompt": {"dist": "uniform", "low": 1, "high": prompt}, "output": {"dist": "uniform", "low": 1, "high": out}}
@@ -29,6 +29,9 @@ def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int,
         "mitigations": {"p0_token_reserve": reserve, "p0_kv_reserve": kv_reserve},
         "classes": {"P0": cls(0, 15, 60, 8), "P1": cls(1, 60, 30, 8), "P2": cls(2, 10, 150, 8)},
     }
+    if system_prompt:  # prefix-cache hits shrink some needs: those requests must still be walked
+        data["classes"]["P1"]["prefix_tokens"] = system_prompt
+        data["classes"]["P1"]["prompt"] = {"dist": "uniform", "low": system_prompt + 1, "high": system_prompt + 30}
     if cap_running or cap_kv:
         data["classes"]["P1"]["caps"] = {"max_running": cap_running, "max_kv_blocks": cap_kv}
     return data
@@ -47,11 +50,11 @@ def run_both(data: dict, monkeypatch):
 @given(seed=st.integers(0, 10_000), blocks=st.integers(40, 200), budget=st.sampled_from([16, 48, 128]),
        max_seqs=st.integers(2, 12), reserve=st.sampled_from([0, 8]), kv_reserve=st.sampled_from([0, 10]),
        cap_running=st.sampled_from([None, 2]), cap_kv=st.sampled_from([None, 60]),
-       watermark=st.sampled_from([0.0, 0.05]))
+       watermark=st.sampled_from([0.0, 0.05]), system_prompt=st.sampled_from([0, 0, 12]))
 def test_prefilter_changes_nothing(monkeypatch, seed, blocks, budget, max_seqs, reserve, kv_reserve,
-                                   cap_running, cap_kv, watermark):
+                                   cap_running, cap_kv, watermark, system_prompt):
     a, b = run_both(overloaded(seed, blocks, budget, max_seqs, reserve, kv_reserve, cap_running, cap_kv,
-                               watermark), monkeypatch)
+                               watermark, system_prompt), monkeypatch)
     for name in ("requests", "steps", "waits", "holders", "admissions", "episodes"):
         pdt.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
 
@@ -67,3 +70,20 @@ def test_the_long_queue_case_is_really_long(monkeypatch):
     assert waiting.max() > 50
     filtered = [c for c in calls if c is not None]
     assert len(filtered) > 10 and any((codes != 0).any() for codes, _ in filtered)
+
+
+def test_the_prefilter_runs_beside_the_prefix_cache(monkeypatch):
+    """With a class system prompt (hits possible) and preemptions (cached segments), the pre-filter
+    still runs, walks every request a hit may help, and changes nothing."""
+    seen = []
+    real = walk.prefilter
+
+    def spy(sched, w, budget):
+        r = real(sched, w, budget)
+        seen.append(r is not None and w.findable is not None and bool(w.findable.any()))
+        return r
+    monkeypatch.setattr(walk, "prefilter", spy)
+    a, b = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0, system_prompt=12), monkeypatch)
+    assert sum(seen) > 10
+    for name in ("requests", "steps", "waits", "holders", "admissions", "episodes"):
+        pdt.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
