@@ -431,3 +431,12 @@ def test_cli_table_shows_the_gateway_queue_only_behind_a_gateway():
     assert table.splitlines()[1].endswith("gateway p99")
     assert table.splitlines()[-1].startswith(f"gateway: {s['shed']} shed; 0 dispatches past")
     assert s["shed"] > 0  # P1 is sheddable and a single waiting request saturates the pool
+
+
+def test_the_work_estimate_counts_the_gateways_step_by_step_runs():
+    from engine.limits import GATEWAY_SLOWDOWN, estimate_work
+
+    on = estimate_work(load("gateway-priority"))
+    off = estimate_work(load("gateway-priority", {"gateway.enabled": False}))
+    assert on.seconds == pytest.approx(GATEWAY_SLOWDOWN * off.seconds)
+    assert on.steps == off.steps and on.memory_mib == off.memory_mib
