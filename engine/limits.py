@@ -38,23 +38,25 @@ from .scenario import Scenario, ScenarioError
 from .steplog import COLUMNS
 
 # Time and memory constants: least-squares fits from `python -m engine.calibrate` on the
-# development machine (2 cores, 2026-11-30; CPU time of each run), times 1.3 for time and 1.25
-# for memory so that the estimate errs high.
+# development machine (2 cores, 2026-12-01, after the vLLM 0.33 rules: async scheduling and the
+# prefix cache on by default; CPU time of each run), times 1.3 for time and 1.25 for memory so
+# that the estimate errs high. Where an older fit was higher it is kept (prefill step, step-log
+# value); the step × class term is raised to the 200-class case, which the fit underweights.
 SEC_BASE = 0.05  # building frames and the summary of even a tiny run
-SEC_PER_REQUEST = 10e-6
+SEC_PER_REQUEST = 33e-6
 SEC_PER_STEP = 4.5e-6  # a decode-only step: O(1) bookkeeping
 SEC_PER_PREFILL_STEP = 48e-6  # a step with prefill chunks: vectorised work over the running rows
-SEC_PER_STEP_CLASS = 0.6e-6
-SEC_PER_QUEUE_STEP = {"fcfs": 34e-9, "priority": 34e-9, "preempt": 34e-9, "backfill": 95e-9}
-SEC_PER_QUEUE_STEP_AGING = 0.8e-6  # aging re-ranks every waiting request every step (priority order only)
+SEC_PER_STEP_CLASS = 1.2e-6
+SEC_PER_QUEUE_STEP = {"fcfs": 61e-9, "priority": 61e-9, "preempt": 61e-9, "backfill": 126e-9}
+SEC_PER_QUEUE_STEP_AGING = 1.17e-6  # aging re-ranks every waiting request every step (priority order only)
 # Behind a gateway every step is stepped (no multi-step runs) and the gateway looks at every
 # boundary: measured 1.3-1.5x the run time of the same scenario without one (default, two-gpus,
 # stress-100k: 4.6 s -> 6.9 s), so its estimate is scaled by the top of that range.
 GATEWAY_SLOWDOWN = 1.5
 MIB_BASE = 130.0
-MIB_PER_REQUEST = 0.9e-3
+MIB_PER_REQUEST = 1.4e-3
 MIB_PER_STEP_VALUE = 48e-6  # 8 bytes per value of the step log, about 5 copies while frames are built
-MIB_PER_QUEUE_STEP = 0.3e-6
+MIB_PER_QUEUE_STEP = 0.33e-6
 SAMPLES = 2048  # lengths drawn per class for the means (deterministic seed)
 
 
