@@ -123,12 +123,19 @@ def format_summary(s: dict) -> str:
         f"{'class':<12}{'prio':>5}{'n':>7}{'done':>7}{'TTFT p50':>11}{'TTFT p99':>11}{'TPOT p99':>11}"
         f"{'blocked':>10}{'inversion':>11}{'SLO':>7}",
     ]
+    gateway = "gateway_inversions" in s  # behind a gateway: its queue time too
+    if gateway:
+        lines[-1] += f"{'gateway p99':>13}"
     for name, c in s["classes"].items():
         slo = "-" if c["slo_attainment"] is None else f"{c['slo_attainment']:.0%}"
         lines.append(
             f"{name:<12}{c['priority']:>5}{c['n']:>7}{c['completed']:>7}{f(c['ttft_p50']):>11}"
             f"{f(c['ttft_p99']):>11}{f(c['tpot_p99']):>11}{c['blocked_s']:>9.1f}s{c['inversion_s']:>10.2f}s{slo:>7}"
+            + (f"{f(c['gateway_queue_p99']):>13}" if gateway else "")
         )
+    if gateway:
+        lines.append(f"gateway: {s['shed']} shed; {s['gateway_inversions']} dispatches past a more important "
+                     "waiting request (blocked and inversion above: inside the engines)")
     return "\n".join(lines)
 
 

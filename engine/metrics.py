@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 
 from .memory import MemoryBreakdown
-from .reasons import SHED
+from .reasons import SHED, SHED_GATEWAY
 from .scenario import Scenario
+
+SHED_PREFIXES = (SHED, SHED_GATEWAY)  # vLLM's API server (503) and the gateway (429)
 
 
 def pct(x, q: float) -> float | None:
@@ -87,7 +89,7 @@ def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
         "n": int(len(r)),
         "completed": int(done.sum()),
         "rejected": int((r["status"] == "rejected").sum()),
-        "shed": int(r["reason"].astype(str).str.startswith(SHED).sum()),
+        "shed": int(r["reason"].astype(str).str.startswith(SHED_PREFIXES).sum()),
         "unfinished": int((r["status"] == "unfinished").sum()),
         "ttft_p50": pct(r["ttft_s"], 50),
         "ttft_p90": pct(r["ttft_s"], 90),
@@ -136,13 +138,25 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
         "recomputed_tokens": int(req["recomputed_tokens"].sum()),
         "cached_tokens": int(req["cached_tokens_all"].sum()),
         "rejected": int((req["status"] == "rejected").sum()),
-        "shed": int(req["reason"].astype(str).str.startswith(SHED).sum()),
+        "shed": int(req["reason"].astype(str).str.startswith(SHED_PREFIXES).sum()),
         "unfinished": int((req["status"] == "unfinished").sum()),
         "alerts": int(len(alerts)),
         "reserve_idle_token_frac": float(steps["reserve_idle"].sum()) / (budget * len(steps)) if len(steps) else 0.0,
         "gpus": int(sc.replicas.count * sc.hardware.num_gpus),
         "classes": {name: class_summary(sc, logical, name) for name in names},
     }
+
+
+def gateway_summary(summary: dict, req: pd.DataFrame, inversions: int) -> None:
+    """Behind a gateway: its queue time (mean, P99 over the dispatched measured requests) and
+    gateway inversions (dispatches past a more important waiting request) per class and in all."""
+    logical = logical_requests(req)
+    summary["gateway_inversions"] = int(inversions)
+    for name, c in summary["classes"].items():
+        r = logical[(logical["class"] == name) & logical["measured"]]
+        c["gateway_queue_mean"] = _mean(r["gateway_queue_s"])
+        c["gateway_queue_p99"] = pct(r["gateway_queue_s"], 99)
+        c["gateway_overtaken"] = int(r["gateway_overtaken"].sum())
 
 
 def clean(obj):

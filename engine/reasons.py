@@ -37,6 +37,7 @@ EXPLAIN: dict[Reason, str] = {
 
 LABELS = [r.label for r in Reason]
 
+SHED_GATEWAY = "HTTP 429"  # how a request the gateway drops is rejected (engine.gateway)
 SHED = "HTTP 503"  # how a request refused by vLLM's API server queue limits is rejected (its reason starts so)
 
 # vLLM 0.33 exports `vllm:num_requests_waiting_by_reason{reason}` with two values: "deferred" —

@@ -63,6 +63,7 @@ class Requests:
         self.cached = np.zeros(n, np.int64)  # prefix-cache hit tokens at the first admission
         self.cached_all = np.zeros(n, np.int64)  # and over every admission
         self.replica = np.full(n, -1, np.int64)
+        self.tie = list(range(n))  # the engine queue's tie-break at equal arrival (a gateway's dispatch order)
         self.reason: dict[int, str] = {}
 
     def seq_len(self, i):

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .memory import MemoryBreakdown
-from .metrics import summarize
+from .metrics import gateway_summary, summarize
 from .observe import WaitLog, episodes_from
 from .reasons import LABELS
 from .requests import STATUS, Requests
@@ -77,11 +77,13 @@ class Result:
 
 
 def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog, steps: StepLog,
-                 t_end: float, wall_s: float) -> Result:
+                 t_end: float, wall_s: float, gateway=None) -> Result:
     names = rs.class_names
     seg = log.segments()
     waits = _waits(rs, seg)
     requests = _requests(sc, rs, log, waits)
+    if gateway is not None:
+        _gateway_columns(requests, gateway)
     alerts = pd.DataFrame(log.alerts, columns=["time_s", "request", "class", "waited_s", "reason",
                                                 "short_by_blocks", "eta_s", "replica", "wait"])
     holders = _holders(rs, log, seg)
@@ -90,6 +92,8 @@ def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog,
                              for c in ("dt_s", "prefill_tokens", "decode_tokens", "kv_used", "reserve_idle")})
     per_step["waiting"] = sum(steps.column(f"waiting_{n}") for n in names) if names else 0
     summary = summarize(sc, mem, requests, per_step, alerts, t_end, wall_s)
+    if gateway is not None:
+        gateway_summary(summary, requests, gateway.inversions)
     return Result(sc, mem, requests, waits, alerts, summary, holders, admissions, steps)
 
 
@@ -131,6 +135,15 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
             "measured": rs.arrival >= sc.warmup_s,
         }
     )
+
+
+def _gateway_columns(req: pd.DataFrame, gateway) -> None:
+    """Behind a gateway: when each request was dispatched, how long it queued there, its gateway
+    priority and how many less important requests were dispatched while it waited there."""
+    req["dispatched_s"] = gateway.dispatched
+    req["gateway_queue_s"] = gateway.dispatched - req["arrival_s"].to_numpy()
+    req["gateway_priority"] = np.asarray(gateway.class_gw_priority, dtype=np.int64)[req["class"].cat.codes.to_numpy()]
+    req["gateway_overtaken"] = gateway.overtaken
 
 
 def _waits(rs: Requests, seg: dict[str, np.ndarray]) -> pd.DataFrame:

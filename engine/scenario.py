@@ -260,6 +260,26 @@ class Replicas(_Model):
     pin: dict[str, list[int]] | None = Field(None, max_length=10_000)
 
 
+class GatewayClass(_Model):
+    """One class's flow at the gateway (llm-d's InferenceObjective for the class)."""
+
+    priority: int | None = Field(None, ge=-(2**31), le=2**31 - 1)  # spec.priority: higher first, < 0 sheddable
+    ceiling: float | None = Field(None, gt=0, le=100)  # holdback: dispatch only while saturation < ceiling
+
+
+class Gateway(_Model):
+    """An llm-d-router style gateway in front of the replicas (engine.gateway); absent = off."""
+
+    enabled: bool = True
+    queue_depth_threshold: float = Field(5.0, gt=0, le=1e6)  # llm-d utilization detector: queue / this
+    kv_cache_threshold: float = Field(0.8, gt=0, le=1)  # and KV usage / this; saturated at a mean >= 1
+    fairness: Literal["global-strict", "round-robin"] = "global-strict"
+    scrape_interval_s: float = Field(0.0, ge=0, le=10)  # 0: live metrics; llm-d scrapes every 0.05 s
+    shed_when_saturated: bool = True  # sheddable (priority < 0) arrivals get HTTP 429 while saturated
+    request_ttl_s: float | None = Field(None, gt=0, le=1e6)  # dropped (HTTP 429) after this long queued
+    classes: dict[str, GatewayClass] = Field(default_factory=dict, max_length=10_000)
+
+
 class Scenario(_Model):
     name: str = Field("custom", max_length=200, pattern=ONE_LINE)
     title: str = Field("", max_length=500, pattern=ONE_LINE)
@@ -277,6 +297,7 @@ class Scenario(_Model):
     trace: Trace | None = None
     mitigations: Mitigations = Mitigations()
     replicas: Replicas = Replicas()
+    gateway: Gateway | None = None
     _device_defaults: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @model_validator(mode="after")
@@ -299,6 +320,18 @@ class Scenario(_Model):
         if self.replicas.routing == "pinned" and set(pin) != set(self.class_names):
             missing = sorted(set(self.class_names) - set(pin))
             raise ValueError(f"routing 'pinned' needs replicas.pin for every class (missing {missing})")
+        return self
+
+    @model_validator(mode="after")
+    def _gateway_consistent(self) -> Scenario:
+        gw = self.gateway
+        if gw is None:
+            return self
+        for name in gw.classes:
+            if name not in self.class_names:
+                raise ValueError(f"gateway.classes names unknown class {brief(name)}")
+        if gw.enabled and self.replicas.routing != "shared":
+            raise ValueError("gateway needs replicas.routing 'shared': its saturation is one pool's")
         return self
 
     @model_validator(mode="after")

@@ -98,7 +98,7 @@ class Scheduler:
             rs.reject(i, why)
             return False
         rs.wait(i)
-        self.queue.push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), i))
+        self.queue.push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), rs.tie[i]))
         return True
 
     # -- one step ---------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class Scheduler:
             rs.computed[v] = 0
         rs.wait(v)
         self._requeued += 1
-        self.queue.push(v, self.policy.requeue_key(int(rs.prio[v]), float(rs.arrival[v]), v, self._requeued))
+        self.queue.push(v, self.policy.requeue_key(int(rs.prio[v]), float(rs.arrival[v]), rs.tie[v], self._requeued))
         if not self.evicted[v]:
             self.evicted[v] = True
             self.n_evicted += 1

@@ -20,6 +20,7 @@ import simpy
 
 from .clock import Clock
 from .cost import make_step_cost
+from .gateway import Gateway
 from .kv import UNLIMITED, KVPool
 from .memory import breakdown
 from .observe import WaitLog
@@ -79,6 +80,21 @@ class RouterFeed:
         return []
 
 
+class GatewayFeed:
+    """Replicas behind a gateway: at every step boundary the gateway looks at the metrics and
+    dispatches what may go (into any replica); nothing is known in advance."""
+
+    strict = True
+    next_t = -math.inf  # called at every boundary
+
+    def __init__(self, gateway: Gateway):
+        self.gateway = gateway
+
+    def __call__(self, now: float) -> list[int]:
+        self.gateway.pump(now)
+        return []
+
+
 def check(sc: Scenario) -> None:
     """Combinations that validate key by key but cannot run together."""
     if sc.mitigations.p0_token_reserve >= sc.scheduler.max_num_batched_tokens:
@@ -122,9 +138,11 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
             rs.arrival[j] = t
             route(j, t)
 
+    gw_spec = sc.gateway if sc.gateway is not None and sc.gateway.enabled else None
     # Split pieces arrive when an earlier piece finishes on any replica: not known in advance, so
-    # several replicas step one at a time when there may be pieces.
-    skip = skip_steps and (sc.replicas.count == 1 or not (rs.next_piece >= 0).any())
+    # several replicas step one at a time when there may be pieces. Behind a gateway, requests
+    # arrive whenever it dispatches: every replica steps one at a time.
+    skip = skip_steps and gw_spec is None and (sc.replicas.count == 1 or not (rs.next_piece >= 0).any())
     for k in range(sc.replicas.count):
         sched = Scheduler(rs, _pool(sc, mem, wl), make_policy(sc.scheduler.policy), _limits(sc, mem, wl),
                           shortcuts=shortcuts)
@@ -134,7 +152,22 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     clock = Clock(cost.fixed_s)
     due = clock.snap_many(rs.arrival[first])  # on a fixed step: the grid point each arrival is taken at
     until_sim = until if clock.grid is None else until / clock.grid
-    if len(replicas) == 1:  # no router: the replica's loop runs without SimPy
+    gateway = None
+    if gw_spec is not None:  # arrivals reach the gateway; it dispatches at arrivals and step boundaries
+        gateway = Gateway(gw_spec, rs, replicas, names, wl.class_priority)
+        feed = GatewayFeed(gateway)
+        if gw_spec.scrape_interval_s > 0:
+            env.process(_scraper(env, gateway, gw_spec.scrape_interval_s, clock))
+        for rep in replicas:
+            env.process(rep.process(feed))
+
+        def route(j: int, t: float) -> None:
+            gateway.arrive(j, t)
+
+        env.process(_router(env, first, due, route, RouterFeed(due), clock))
+        env.run(until=until_sim)
+        gateway.finish()
+    elif len(replicas) == 1:  # no router: the replica's loop runs without SimPy
         feed = StaticFeed(first, due)
 
         def route(j: int, t: float) -> None:
@@ -157,7 +190,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
     log.finish(max(t_end, until) if len(left) else t_end)
-    return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0)
+    return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
 
 
 def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock):
@@ -167,6 +200,24 @@ def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, f
             yield env.timeout(at - env.now)
         feed.routed()
         route(i, t)
+
+
+def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: Clock):
+    """The gateway's metric scrapes, at multiples of the interval (whole steps on a fixed step),
+    each followed by a look at what may go; asleep while nothing is anywhere."""
+    every = interval if clock.grid is None else max(1, round(interval / clock.grid))
+    while True:
+        gateway.scrape()
+        gateway.pump(env.now if clock.grid is None else env.now * clock.grid)
+        if gateway.idle:
+            gateway.kick = env.event()
+            yield gateway.kick
+            gateway.kick = None
+            nxt = math.ceil(env.now / every) * every  # the next scrape time (the last one saw nothing)
+            if nxt > env.now:
+                yield env.timeout(nxt - env.now)
+        else:
+            yield env.timeout(every)
 
 
 def _ends(steps: StepLog):

@@ -151,6 +151,9 @@ def _global_params(raw: dict) -> list[Param]:
         Param("reps", "replicas.count", "int", N_("Replicas"), 1, 16, 1, section="adv"),
         Param("routing", "replicas.routing", "choice", N_("Routing"), options=("shared", "pinned"), section="adv",
               help=N_("shared: any replica; pinned: each class to its replicas.pin list.")),
+        Param("gw", "gateway.enabled", "bool", N_("Gateway priority"), section="adv",
+              help=N_("An llm-d-style gateway in front of the replicas: the top class dispatched first, nothing "
+                      "while the pool is saturated; the engine keeps its own policy.")),
     ]
 
 
@@ -221,6 +224,8 @@ def _widget_value(p: Param, data: dict) -> Any:
     if p.kind == "ints":
         return ",".join(str(i) for i in v) if v else ""
     if v is None:
+        if p.kind == "bool":
+            return False  # an absent section's switch (no `gateway:`) is off
         if p.none_at_zero:
             return 0 if p.kind == "int" else 0.0
         raise KeyError(p.dotted)

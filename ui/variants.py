@@ -1,7 +1,8 @@
 """The scenario a page compares against: the same traffic without any remedy.
 
 "Remedy" covers everything this lab offers against inversion: the mitigations, class caps, the
-scheduling policy (vLLM's default is `fcfs`) and separate replicas (pinned routing). The
+scheduling policy (vLLM's default is `fcfs`), separate replicas (pinned routing) and priority at a
+gateway. The
 baseline keeps the traffic, hardware and model, so a delta shows what the remedies did.
 Pure functions on plain scenario data, so the same variant always has the same cache key.
 """
@@ -27,6 +28,8 @@ def baseline(sc: Scenario) -> Scenario:
     data["scheduler"]["policy"] = DEFAULT_POLICY
     if data["replicas"]["routing"] == "pinned":  # separation is the remedy: one engine serves everyone
         data["replicas"] = {"count": 1, "routing": "shared", "pin": None}
+    if sc.gateway is not None and sc.gateway.enabled:  # priority at a gateway is a remedy too
+        data["gateway"] = None
     return from_dict(data)
 
 
@@ -44,6 +47,8 @@ def remedies(sc: Scenario) -> list[str]:
     m, b = sc.mitigations, baseline(sc)
     if sc.scheduler.policy != b.scheduler.policy:
         out.append(_("policy {policy}").format(policy=sc.scheduler.policy))
+    if sc.gateway is not None and sc.gateway.enabled:
+        out.append(_("gateway priority"))
     if sc.replicas != b.replicas:
         out.append(_("{n} replicas, {routing} routing").format(n=sc.replicas.count, routing=sc.replicas.routing))
     if m.p0_token_reserve:

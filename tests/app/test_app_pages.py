@@ -296,13 +296,24 @@ def test_rejected_requests_never_look_like_an_improvement():
 
 
 @pytest.mark.parametrize("preset, remedy", [("preempt", "policy preempt"),
-                                            ("separate-replicas", "2 replicas, pinned routing")])
+                                            ("separate-replicas", "2 replicas, pinned routing"),
+                                            ("gateway-priority", "gateway priority")])
 def test_remedy_presets_compare_against_the_same_traffic_without_their_remedy(preset, remedy):
     at = fresh(preset=preset)
     assert not at.exception
     assert not [i for i in at.info if "No remedy" in i.value]
     assert [m for m in at.metric if m.label == "P0 · P99 TTFT"][0].delta
     assert any(remedy in c.value for c in at.caption)
+
+
+def test_the_gateway_toggle_comes_from_the_link_and_runs():
+    at = fresh(preset="classic-inversion", gw="true")
+    assert not at.exception and not at.warning
+    assert at.toggle(key="gw").value is True
+    assert any("gateway priority" in c.value for c in at.caption)
+    at.toggle(key="gw").set_value(False).run()
+    assert not at.exception
+    assert not any("gateway priority" in c.value for c in at.caption)
 
 
 def test_the_scenario_description_is_shown():

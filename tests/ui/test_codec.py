@@ -4,7 +4,7 @@ import pytest
 
 from engine import load, simulate
 from engine.policies import POLICIES
-from engine.scenario import load_raw, to_dict
+from engine.scenario import Gateway, load_raw, to_dict
 from ui import codec
 from ui.codec import Codec, get_dotted
 
@@ -77,6 +77,9 @@ def test_every_param_maps_to_a_real_scenario_key(c):
     for p in c.params:
         if p.kind == "ints":  # replicas.pin.<class>: a mapping that is empty by default
             continue
+        if p.dotted.startswith("gateway."):  # a section absent by default: its schema has the key
+            assert p.dotted.split(".", 1)[1] in Gateway.model_fields
+            continue
         assert p.short == p.short.strip() and "=" not in p.short
         parent = p.dotted.rsplit(".", 1)[0]
         assert p.dotted.count(".") == 0 or get_dotted(full, parent) is not None, p.dotted
@@ -101,6 +104,19 @@ def test_replica_pins_round_trip(c):
     assert sc.replicas.pin == {"P0": [0], "P1": [0, 1], "P2": [1]}
     assert c.changed(c.values_from_scenario(sc)) == c.changed(values)
     assert c.encode(values, "default")["p1_pin"] == "0,1"
+
+
+def test_gateway_toggle_switches_the_gateway_section_and_round_trips(c):
+    assert c.defaults["gw"] is False  # the default scenario has no `gateway:` section
+    on = c.scenario({**c.defaults, "gw": True})
+    assert on.gateway is not None and on.gateway.enabled and on.gateway.queue_depth_threshold == 5
+    assert c.encode({**c.defaults, "gw": True}, "default") == {"gw": "true"}
+    assert c.changed(c.values_from_scenario(on)) == {"gw": True}
+    g = Codec(load_raw("gateway-priority"))
+    assert g.defaults["gw"] is True
+    off = g.scenario({**g.defaults, "gw": codec.parse(g.by_short["gw"], "false")})
+    assert off.gateway is not None and not off.gateway.enabled
+    assert off.gateway.scrape_interval_s == 0.05  # its settings stay, switched off
 
 
 def test_budget_and_seats_at_zero_mean_vllms_default_for_the_gpu(c):

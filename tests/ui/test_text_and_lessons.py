@@ -83,7 +83,8 @@ def test_baseline_is_the_same_traffic_without_any_remedy():
     assert remedies(sc) == ["policy priority", "token reserve 512", "caps on P2"]
 
 
-@pytest.mark.parametrize("name", ["preempt", "separate-replicas", "rescue-buffer", "kv-cap", "inheritance", "aging"])
+@pytest.mark.parametrize("name", ["preempt", "separate-replicas", "rescue-buffer", "kv-cap", "inheritance", "aging",
+                                  "gateway-priority"])
 def test_every_remedy_preset_has_a_baseline_without_its_remedy(name):
     sc = load(name)
     b = baseline(sc)
@@ -92,6 +93,12 @@ def test_every_remedy_preset_has_a_baseline_without_its_remedy(name):
         return x.model_copy(update={"name": "", "title": "", "description": ""}).key()
 
     assert physics(b) == physics(load("classic-inversion"))
+
+
+def test_gateway_priority_is_a_remedy_and_a_switched_off_gateway_is_not():
+    assert remedies(load("gateway-priority")) == ["gateway priority"]
+    off = load("gateway-priority", {"gateway.enabled": False})
+    assert not has_remedies(off) and baseline(off).gateway == off.gateway
 
 
 def test_separate_replicas_baseline_is_one_shared_engine():
