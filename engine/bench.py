@@ -23,22 +23,17 @@ QUICK = {"default", "vidur-2k"}
 
 def measure(name: str) -> dict:
     """Run one scenario in a child process: its summary, wall time and peak RSS."""
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "run", name, "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate()
-    _, status, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "run", name, "--json", "--no-work-limit"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.stdout.read(), proc.stderr.read()  # then reap it ourselves: wait4 gives its own peak RSS
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"{name}: {err.strip()}")
     s = json.loads(out)
-    peak = usage.ru_maxrss / 1024 if usage is not None else float("nan")
+    peak = usage.ru_maxrss / 1024
     return {"wall_s": s["wall_time_s"], "steps": s["steps"], "requests": sum(c["n"] for c in s["classes"].values()),
             "sim_s": s["sim_time_s"], "peak_mib": peak}
-
-
-def _child_peak_mib() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 class _Req:
