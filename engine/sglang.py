@@ -227,7 +227,7 @@ class SGLangScheduler(Scheduler):
             if ad.can_run >= allocatable:
                 self.full, self._full_why = True, Reason.MAX_SEQS
             if self.full and not (self.try_preempt and self._preempt_for(w, ad, now)):
-                head = (w, Reason.MAX_SEQS, Reason.MAX_SEQS, -1, -1)
+                head = self._stuck()  # (w is the queue's head: nobody was admitted before it)
                 break
             res, admitted = self._add_one(w, ad, hold, now)
             if res == CONTINUE:

@@ -82,6 +82,9 @@ def _global_params(raw: dict) -> list[Param]:
     gpus = tuple(GPUS) + (() if gpu in GPUS else (gpu,))
     models = tuple(MODELS) + (() if model in MODELS else (model,))
     return [
+        Param("engine", "scheduler.engine", "choice", N_("Engine rules"), options=("vllm", "sglang"), section="sched",
+              help=N_("vllm: vLLM 0.33's scheduler. sglang: SGLang 0.5.23's — output-aware admission, prefill batches "
+                      "run alone, preemption only when every seat is taken; it knows fcfs and priority, no remedies.")),
         Param("policy", "scheduler.policy", "choice", N_("Scheduling policy"), options=POLICIES, section="sched",
               help=N_("fcfs and priority behave like vLLM v1; backfill skips a request that does not fit; preempt lets "
                       "a blocked request evict lower-priority ones.")),

@@ -433,3 +433,11 @@ def test_sglang_engine_scenario_claims():
     assert p2["preemptions"].sum() >= 2 and p2["recomputed_tokens"].sum() > 50_000
     assert sgl16.summary["classes"]["P2"]["e2e_p99"] > 2 * vllm16.summary["classes"]["P2"]["e2e_p99"]
     assert vllm16.summary["preemptions"] == 0
+
+
+def test_work_estimate_counts_sglangs_per_step_cost():
+    from engine import load
+    from engine.limits import estimate_work
+
+    vllm, sgl = (estimate_work(load("classic-inversion", {"scheduler.engine": e})) for e in ("vllm", "sglang"))
+    assert sgl.steps == vllm.steps and sgl.seconds > 5 * vllm.seconds
