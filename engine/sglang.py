@@ -12,7 +12,8 @@ Each call to `schedule()` is one pass of SGLang's `get_next_batch_to_run`:
    (unless `enable_mixed_chunk`, when each also gets its decode token);
 3. otherwise the decode round (`update_running_batch`): if the next token of every running
    request does not fit the free KV, requests are retracted (KV freed, recomputed later, queue
-   tail) and `new_token_ratio` is re-estimated; otherwise the ratio decays one notch.
+   tail) and `new_token_ratio` is re-estimated; otherwise the ratio decays one notch. An idle
+   engine resets the ratio to its initial value.
 
 The class reuses the vLLM scheduler's parts (running set, KV pool, `Step`, admission and eviction
 bookkeeping, output intake) so results keep their shape; only the decisions differ. Multi-step
@@ -151,6 +152,7 @@ class SGLangScheduler(Scheduler):
         self.chunked = -1  # the one chunked request (its prompt partly prefilled), or -1
         self.entry = np.zeros(requests.n, np.int64)  # wait_queue_entry order (`SGLangPolicy.seq`)
         self.retractions = 0  # decode rounds that retracted
+        self._empty_at: float | None = None  # when the engine last ran empty (then it idles)
 
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
@@ -172,6 +174,9 @@ class SGLangScheduler(Scheduler):
         """One iteration: a prefill batch if one forms (alone, or mixed with the decodes), else
         the decode round. (`unchanged` is the vLLM scheduler's shortcut: never used here.)"""
         step = self._step = Step(None)
+        if self._empty_at is not None and now > self._empty_at:
+            self.ratio = self.init_ratio  # the engine idled meanwhile (`self_check_during_idle`)
+        self._empty_at = None
         if not self.running.ids:
             self.full = False  # filter_batch of an empty batch
         formed, head = self._prefill(now)
@@ -179,6 +184,8 @@ class SGLangScheduler(Scheduler):
             self._decode(now)
         self._label(*head)
         step.tokens, step.decode, step.batch, step.context, step.attn = self.running.totals(None)
+        if not step.tokens:
+            self.ratio = self.init_ratio  # no batch to run: an idle iteration
         return step
 
     def _reserve_at(self, p: int) -> float:
@@ -398,7 +405,10 @@ class SGLangScheduler(Scheduler):
     # -- after the step ---------------------------------------------------------------------
     def _retire(self, done: list[int], t_end: float) -> list[int]:
         self._left = True
-        return super()._retire(done, t_end)
+        out = super()._retire(done, t_end)
+        if not self.running.ids and not self.queue.order:
+            self._empty_at = t_end  # idle from here unless something arrives at this very instant
+        return out
 
     def _label(self, head: int, head_why: Reason, rest_why: Reason, need: int, room: int) -> None:
         """Every request left waiting gets one reason: where the round stopped and behind it."""

@@ -441,3 +441,15 @@ def test_work_estimate_counts_sglangs_per_step_cost():
 
     vllm, sgl = (estimate_work(load("classic-inversion", {"scheduler.engine": e})) for e in ("vllm", "sglang"))
     assert sgl.steps == vllm.steps and sgl.seconds > 5 * vllm.seconds
+
+
+def test_an_idle_engine_resets_new_token_ratio():
+    e = Engine({"A": {"prompt": 10, "output": 5, "times": [0.0, 1.0]}})
+    e.arrive("A")
+    for _ in range(5):  # prefill, then 4 decode rounds: A finishes
+        e.step()
+    assert e.sched.ratio == pytest.approx(0.7 - 4 * DECAY) and not e.sched.running.ids
+    e.now += 0.5  # the engine sleeps until the next arrival
+    e.arrive("A")
+    e.step()
+    assert e.sched.ratio == 0.7
