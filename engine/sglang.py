@@ -137,7 +137,6 @@ class SGLangScheduler(Scheduler):
         s = self.sg = settings
         prio = np.asarray(s.class_priority, dtype=np.int64)[requests.cls] if len(s.class_priority) else \
             np.zeros(requests.n, np.int64)
-        self.sprio = prio  # SGLang's priority of each request
         self.urgency = prio if s.low_values_first else -prio  # smaller = more urgent
         super().__init__(requests, pool, SGLangPolicy(self.urgency, s.priority_scheduling), limits, shortcuts=False)
         self.try_preempt = s.priority_scheduling and s.priority_preemption
@@ -151,7 +150,6 @@ class SGLangScheduler(Scheduler):
         self._left = False  # a running request finished since the last decode round
         self.chunked = -1  # the one chunked request (its prompt partly prefilled), or -1
         self.entry = np.zeros(requests.n, np.int64)  # wait_queue_entry order (`SGLangPolicy.seq`)
-        self.retractions = 0  # decode rounds that retracted
         self._empty_at: float | None = None  # when the engine last ran empty (then it idles)
 
     # -- arrivals ---------------------------------------------------------------------------
@@ -234,7 +232,7 @@ class SGLangScheduler(Scheduler):
             if ad.can_run >= allocatable:
                 self.full, self._full_why = True, Reason.MAX_SEQS
             if self.full and not (self.try_preempt and self._preempt_for(w, ad, now)):
-                head = self._stuck()  # (w is the queue's head: nobody was admitted before it)
+                head = self._stuck()  # (w is now the queue's first: all before it were admitted)
                 break
             res, admitted = self._add_one(w, ad, hold, now)
             if res == CONTINUE:
@@ -373,7 +371,6 @@ class SGLangScheduler(Scheduler):
         """`retract_decode`: retract the policy's victims until the next decode step fits; the
         survivors set `new_token_ratio = min(1, (Σ out + 20·n) / (Σ max_new + 1))`."""
         run, rs = self.running, self.rs
-        self.retractions += 1
         while True:
             decoders = self._decoders()
             if self._growth(decoders) <= self.pool.free:

@@ -83,7 +83,8 @@ def test_baseline_is_the_same_traffic_without_any_remedy():
     assert remedies(sc) == ["policy priority", "token reserve 512", "caps on P2"]
 
 
-@pytest.mark.parametrize("name", ["preempt", "separate-replicas", "rescue-buffer", "kv-cap", "inheritance", "aging"])
+@pytest.mark.parametrize("name", ["preempt", "separate-replicas", "rescue-buffer", "kv-cap", "inheritance", "aging",
+                                  "sglang-engine"])
 def test_every_remedy_preset_has_a_baseline_without_its_remedy(name):
     sc = load(name)
     b = baseline(sc)
@@ -92,6 +93,11 @@ def test_every_remedy_preset_has_a_baseline_without_its_remedy(name):
         return x.model_copy(update={"name": "", "title": "", "description": ""}).key()
 
     assert physics(b) == physics(load("classic-inversion"))
+
+
+def test_sglang_engine_baseline_is_vllm_fcfs():
+    sc = load("sglang-engine")
+    assert baseline(sc).scheduler.engine == "vllm" and remedies(sc) == ["sglang engine", "policy priority"]
 
 
 def test_separate_replicas_baseline_is_one_shared_engine():
