@@ -13,9 +13,13 @@ from .step import Budget
 
 
 def aged_key(sched, i: int, now: float) -> tuple:
-    rs = sched.rs
-    levels = int((now - rs.arrival[i]) // sched.lim.aging_s)
-    return (max(sched.lim.top_priority, int(rs.prio[i]) - levels), float(rs.arrival[i]))
+    """One level better per `aging_s` waited, never past the top class. The levels are capped
+    before dividing, so a tiny `aging_s` (a hand-edited 1e-300) cannot overflow `int()`."""
+    rs, lim = sched.rs, sched.lim
+    prio, waited = int(rs.prio[i]), now - rs.arrival[i]
+    room = max(prio - lim.top_priority, 0)
+    levels = room if waited >= room * lim.aging_s else int(waited // lim.aging_s)
+    return (max(lim.top_priority, prio - levels), float(rs.arrival[i]))
 
 
 def reserve_now(sched) -> int:

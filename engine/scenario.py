@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_serializer, model_validator
 
 import scenarios
 
 from . import safeyaml
 from .literal import brief, clip
 from .policies import POLICIES
-from .presets import GPUS, MODELS
+from .presets import GPUS, MODELS, vllm_batch_defaults
 from .safeio import FileRefused, check_local, inside, read_bytes, shown
 
 SCENARIO_DIR = Path(scenarios.__file__).resolve().parent
@@ -53,6 +53,7 @@ class Hardware(_Model):
     memory_gib: float | None = Field(None, gt=0, le=1024)
     bandwidth_tbs: float | None = Field(None, gt=0, le=100)
     peak_tflops: float | None = Field(None, gt=0, le=100_000)
+    fp8_tflops: float | None = Field(None, gt=0, le=200_000)
 
     @model_validator(mode="after")
     def _known_gpu(self) -> Hardware:
@@ -75,6 +76,13 @@ class ModelSpec(_Model):
     head_dim: int | None = Field(None, ge=8, le=1024)
     dtype_bytes: int | None = Field(None, ge=1, le=4)
     kv_dtype_bytes: int | None = Field(None, ge=1, le=4)
+    experts: int | None = Field(None, ge=0, le=4096)  # routed experts per MoE layer (0 = dense)
+    experts_per_token: int | None = Field(None, ge=1, le=4096)
+    expert_params_b: float | None = Field(None, ge=0, le=2000)  # all routed experts, part of params_b
+    expert_dtype_bytes: float | None = Field(None, ge=0.25, le=4)  # e.g. 0.53125 for MXFP4
+    kv_lora_rank: int | None = Field(None, ge=0, le=8192)  # MLA latent width (0 = K and V per KV head)
+    qk_rope_head_dim: int | None = Field(None, ge=0, le=1024)
+    kv_layers: int | None = Field(None, ge=1, le=512)  # layers whose KV grows with the context
 
     @model_validator(mode="after")
     def _known_model(self) -> ModelSpec:
@@ -84,7 +92,30 @@ class ModelSpec(_Model):
                 f"unknown model {brief(self.name)}: use one of {', '.join(MODELS)} or give params_b, "
                 "layers, hidden, q_heads, kv_heads and head_dim"
             )
+        _check_model_shape(self)
         return self
+
+
+def _check_model_shape(spec: ModelSpec) -> None:
+    """MoE and layer fields that only make sense together (the preset fills what is not given)."""
+    base = MODELS.get(spec.name)
+
+    def val(field: str, base_field: str, scale: float = 1.0):
+        v = getattr(spec, field)
+        b = getattr(base, base_field) if base else None
+        return v if v is not None else (b / scale if b is not None and scale != 1 else b)
+
+    experts = val("experts", "experts") or 0
+    if experts:
+        k, ep, p = val("experts_per_token", "experts_per_token"), val("expert_params_b", "expert_params", 1e9), \
+            val("params_b", "params", 1e9)
+        if not k or k > experts:
+            raise ValueError(f"experts_per_token ({k}) must be 1 to experts ({experts}) for an MoE model")
+        if ep is None or not 0 < ep < p:
+            raise ValueError(f"expert_params_b ({ep}) must be above 0 and below params_b ({p}) for an MoE model")
+    layers, kv_layers = val("layers", "layers"), val("kv_layers", "kv_layers")
+    if kv_layers is not None and kv_layers > layers:
+        raise ValueError(f"kv_layers ({kv_layers}) must be at most layers ({layers})")
 
 
 class KV(_Model):
@@ -130,8 +161,8 @@ class Scheduler(_Model):
     engine: Literal["vllm", "sglang"] = "vllm"  # whose scheduling rules: vLLM 0.33 or SGLang 0.5.23
     sglang: SGLangArgs = SGLangArgs()
     policy: Literal[tuple(POLICIES)] = "fcfs"  # type: ignore[valid-type]  # the names in engine.policies
-    max_num_batched_tokens: int = Field(8192, ge=1, le=1_048_576)
-    max_num_seqs: int = Field(256, ge=1, le=65536)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)  # None: vLLM's default for the GPU
+    max_num_seqs: int | None = Field(None, ge=1, le=65536)  # None: vLLM's default for the GPU
     long_prefill_token_threshold: int = Field(0, ge=0, le=1_048_576)
     long_prefill_token_threshold_adaptive: bool = False
     async_scheduling: bool = True  # vLLM 0.33's default (AsyncScheduler)
@@ -272,6 +303,7 @@ class Scenario(_Model):
     trace: Trace | None = None
     mitigations: Mitigations = Mitigations()
     replicas: Replicas = Replicas()
+    _device_defaults: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -295,6 +327,29 @@ class Scenario(_Model):
             raise ValueError(f"routing 'pinned' needs replicas.pin for every class (missing {missing})")
         return self
 
+    @model_validator(mode="after")
+    def _gpu_batch_defaults(self) -> Scenario:
+        """A budget or seat count left unset takes vLLM 0.33's default for the GPU class."""
+        scheduler, unset = device_batch_defaults(self.scheduler, self.hardware)
+        if unset:
+            object.__setattr__(self, "scheduler", scheduler)
+            self._device_defaults = unset
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        """Keys that took the GPU's default are written back unset, so a changed GPU changes them."""
+        data = handler(self)
+        if self._device_defaults and isinstance(data, dict) and isinstance(data.get("scheduler"), dict):
+            for key in self._device_defaults:
+                data["scheduler"][key] = None
+        return data
+
+    @property
+    def device_defaults(self) -> frozenset[str]:
+        """The `scheduler` keys whose values are vLLM's defaults for the GPU (not set explicitly)."""
+        return self._device_defaults
+
     @property
     def class_names(self) -> list[str]:
         """Class names in a stable order: by priority, then name (default class if none)."""
@@ -308,6 +363,21 @@ class Scenario(_Model):
     def key(self) -> str:
         """A canonical, hashable text of the whole scenario (cache keys, equality)."""
         return self.model_dump_json()
+
+
+DEVICE_DEFAULT_KEYS = ("max_num_batched_tokens", "max_num_seqs")
+
+
+def device_batch_defaults(scheduler: Scheduler, hardware: Hardware) -> tuple[Scheduler, frozenset[str]]:
+    """The scheduler with unset budget/seats filled from vLLM 0.33's per-device defaults, and the keys
+    filled. The device class comes from the memory the driver reports and the GPU's name."""
+    unset = frozenset(k for k in DEVICE_DEFAULT_KEYS if getattr(scheduler, k) is None)
+    if not unset:
+        return scheduler, unset
+    memory = hardware.memory_gib if hardware.memory_gib is not None else GPUS[hardware.gpu].memory_gib
+    budget, seqs = vllm_batch_defaults(hardware.gpu, memory)
+    values = {"max_num_batched_tokens": budget, "max_num_seqs": seqs}
+    return scheduler.model_copy(update={k: values[k] for k in unset}), unset
 
 
 def valid_class_name(name: object) -> bool:

@@ -42,6 +42,7 @@ class Param:
     step: float = 1
     options: tuple[str, ...] = ()
     none_at_zero: bool = False  # widget 0 ⇄ scenario None ("off", "no cap", "from memory")
+    values: tuple[Any, ...] = ()  # "choice" with scenario values other than its labels: options[i] ⇄ values[i]
     scale: tuple[str, ...] = field(default=())  # dotted keys scaled by the same ratio (shape kept)
     help: str = ""
     section: str = "main"
@@ -77,10 +78,25 @@ def fmt_value(p: Param, v: Any) -> str:
     return fmt_number(v)
 
 
+WEIGHT_DTYPES = (("checkpoint", None), ("BF16", 2), ("FP8", 1))  # model.dtype_bytes
+KV_DTYPES = (("auto", None), ("BF16", 2), ("FP8", 1))  # model.kv_dtype_bytes
+DEFAULTS_HELP = N_("0 = vLLM 0.33's default for the GPU class: 16384 tokens / 1024 requests on GPUs with ≥ 160 GiB "
+                 "(B200, MI300X), 8192 / 1024 on ≥ 70 GiB except A100 (H100, H200, H800, H20), 2048 / 256 otherwise "
+                 "(A100, L40S, L20).")
+
+
+def _dtype_choices(table: tuple[tuple[str, Any], ...], current: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """Labels and values, with a scenario's own value added if the table lacks it (never reject a preset)."""
+    pairs = list(table) + ([] if current in [v for _, v in table] else [(f"{current} bytes", current)])
+    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+
+
 def _global_params(raw: dict) -> list[Param]:
     gpu, model = get_dotted(raw, "hardware.gpu", "H100-80G"), get_dotted(raw, "model.name", "Llama-3-8B")
     gpus = tuple(GPUS) + (() if gpu in GPUS else (gpu,))
     models = tuple(MODELS) + (() if model in MODELS else (model,))
+    w_opts, w_vals = _dtype_choices(WEIGHT_DTYPES, get_dotted(raw, "model.dtype_bytes"))
+    kv_opts, kv_vals = _dtype_choices(KV_DTYPES, get_dotted(raw, "model.kv_dtype_bytes"))
     return [
         Param("engine", "scheduler.engine", "choice", N_("Engine rules"), options=("vllm", "sglang"), section="sched",
               help=N_("vllm: vLLM 0.33's scheduler. sglang: SGLang 0.5.23's — output-aware admission, prefill batches "
@@ -88,10 +104,11 @@ def _global_params(raw: dict) -> list[Param]:
         Param("policy", "scheduler.policy", "choice", N_("Scheduling policy"), options=POLICIES, section="sched",
               help=N_("fcfs and priority behave like vLLM v1; backfill skips a request that does not fit; preempt lets "
                       "a blocked request evict lower-priority ones.")),
-        Param("budget", "scheduler.max_num_batched_tokens", "int", N_("Token budget per step"), 64, 65536, 512,
-              section="sched", help=N_("max_num_batched_tokens: tokens one step may process (prefill + decode).")),
-        Param("seqs", "scheduler.max_num_seqs", "int", N_("Max running requests"), 1, 4096, 16, section="sched",
-              help=N_("max_num_seqs: at most this many requests run at once.")),
+        Param("budget", "scheduler.max_num_batched_tokens", "int", N_("Token budget per step (0 = vLLM's default)"),
+              0, 65536, 512, none_at_zero=True, section="sched",
+              help=N_("max_num_batched_tokens: tokens one step may process (prefill + decode).")),
+        Param("seqs", "scheduler.max_num_seqs", "int", N_("Max running requests (0 = vLLM's default)"), 0, 4096, 16,
+              none_at_zero=True, section="sched", help=N_("max_num_seqs: at most this many requests run at once.")),
         Param("reserve", "mitigations.p0_token_reserve", "int", N_("Token reserve for the top priority"), 0, 4096,
               64,
               section="mit", help=N_("Tokens of every step's budget that only the most important class may use.")),
@@ -111,7 +128,15 @@ def _global_params(raw: dict) -> list[Param]:
               100_000, 0.5, none_at_zero=True, section="mit",
               help=N_("Record an alert with the holders when a top-priority request waits this long.")),
         Param("gpu", "hardware.gpu", "choice", N_("GPU"), options=gpus, section="hw"),
-        Param("model", "model.name", "choice", N_("Model"), options=models, section="hw"),
+        Param("model", "model.name", "choice", N_("Model"), options=models, section="hw",
+              help=N_("Dense, MoE (Qwen3, DeepSeek, gpt-oss: step time from the active parameters, memory from all) "
+                      "and MLA (DeepSeek: a small latent KV cache). A model from its config.json: GPU & memory page.")),
+        Param("wdtype", "model.dtype_bytes", "choice", N_("Weights"), options=w_opts, values=w_vals, section="hw",
+              help=N_("checkpoint: as released (FP8 for DeepSeek-V3/R1, BF16 for the others). FP8 halves the weights "
+                      "and runs the matrix multiplies at the GPU's FP8 peak where it has one (not A100).")),
+        Param("kvdtype", "model.kv_dtype_bytes", "choice", N_("KV cache"), options=kv_opts, values=kv_vals,
+              section="hw", help=N_("vLLM's kv_cache_dtype: auto keeps the model's 16-bit activations; FP8 halves "
+                                    "the bytes per token, so about twice the tokens fit.")),
         Param("tp", "hardware.num_gpus", "int", N_("GPUs per replica (tensor parallel)"), 1, 8, 1, section="hw"),
         Param("blocks", "kv.num_blocks", "int", N_("KV blocks override (0 = from memory)"), 0, 10_000_000, 256,
               none_at_zero=True, section="hw", help=N_("Set the KV cache size directly instead of from GPU memory.")),
@@ -194,6 +219,8 @@ def params_for(raw: dict) -> list[Param]:
 def _widget_value(p: Param, data: dict) -> Any:
     """The scenario's value for `p` in widget units, filling schema defaults."""
     v = get_dotted(data, p.dotted)
+    if p.values:
+        return p.options[p.values.index(v)] if v in p.values else p.options[0]
     if p.kind == "ints":
         return ",".join(str(i) for i in v) if v else ""
     if v is None:
@@ -308,8 +335,13 @@ class Codec:
         """
         out: dict[str, Any] = {}
         pins: dict[str, list[int]] | None = None
-        for key, v in self.changed(values).items():
+        changed = self.changed(values)
+        if "model" in changed:  # another model: none of the preset's model fields (a custom shape) carry over
+            out["model"] = {"name": changed["model"]}
+        for key, v in changed.items():
             p = self.by_short[key]
+            if key == "model":
+                continue
             if p.kind == "ints":
                 try:
                     nums = [int(t) for t in parse(p, str(v)).split(",") if t]
@@ -324,6 +356,9 @@ class Codec:
                 continue
             if p.none_at_zero and v == 0:
                 out[p.dotted] = None
+                continue
+            if p.values:
+                out[p.dotted] = p.values[p.options.index(v)] if v in p.options else v
                 continue
             out[p.dotted] = v
             if p.scale and self.defaults[key]:

@@ -24,7 +24,7 @@ from engine.scenario import load_shipped
 
 from . import codec as codec_mod
 from . import limits, links, runs, uploads
-from .codec import POLICY_UPSTREAM, Codec, Param
+from .codec import DEFAULTS_HELP, POLICY_UPSTREAM, Codec, Param
 from .i18n import N_, _
 from .state import PAGES, Lab
 from .text import plain
@@ -137,6 +137,8 @@ def _widget(box, p: Param, default) -> None:
     help_ = _(p.help) if p.help else None
     if p.short == "policy":
         help_ = f"{help_} " + _("Upstream — {u}.").format(u=POLICY_UPSTREAM)
+    elif p.short in ("budget", "seqs"):
+        help_ = f"{help_} " + _(DEFAULTS_HELP)
     kw = dict(key=p.short, bind="query-params", help=help_, on_change=_on_control, args=(p.short,))
     label = _(p.label)
     if p.kind == "choice":

@@ -1,4 +1,5 @@
-"""Uploaded scenario YAML and trace files: bounded, checked as a run would check them, kept per session.
+"""Uploaded scenario YAML and trace files, and pasted model config.json: bounded, checked as a run
+would check them, kept per session.
 
 An upload is accepted only if the scenario it makes could run in the app: it parses (bounded YAML,
 at most 1 MiB; a trace at most 20 MiB and 100,000 rows, parsed by the engine's own reader), names
@@ -7,8 +8,11 @@ no file (a scenario from a browser may not read the server's files), and passes 
 match, at most 16 classes, a few seconds of simulation). Otherwise it is refused with one line, and
 nothing changes: the functions are pure until the very end, where an accepted trace is written.
 
-`try_scenario` / `try_trace` never raise: they return an `Upload` with either the new scenario
-mapping or the message, so a callback can keep the previous state on failure.
+A pasted config.json (`try_model_config`) replaces the model of the scenario the controls show,
+through `engine.hfconfig`; it is accepted on the same terms.
+
+`try_scenario` / `try_trace` / `try_model_config` never raise: they return an `Upload` with either
+the new scenario mapping or the message, so a callback can keep the previous state on failure.
 
 Traces are written into a `TraceStore`: a folder with a byte cap, files named by content hash.
 `session_store(state)` gives each session its own folder, removed when the session's state is
@@ -18,6 +22,7 @@ most recently used traces within its cap and refuses new ones rather than remove
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -31,10 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import ScenarioError, TraceError, from_dict
+from engine.hfconfig import model_from_text
 from engine.limits import INTERACTIVE, WorkLimits
 from engine.literal import clip
+from engine.memory import resolve_model
 from engine.preflight import preflight
-from engine.scenario import decode_text, file_references, parse_yaml
+from engine.scenario import ModelSpec, decode_text, file_references, parse_yaml
 from engine.traces import parse_trace
 
 from .i18n import _
@@ -48,10 +55,12 @@ SESSION_KEY = "_upload_trace_store"
 
 @dataclass(frozen=True)
 class Upload:
-    """The result of an upload: the new scenario mapping, or why it was refused."""
+    """The result of an upload: the new scenario mapping, or why it was refused (and notes on what
+    was assumed)."""
 
     raw: dict | None = None
     error: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,6 +179,51 @@ def try_scenario(name: str, data: bytes, limits: WorkLimits = INTERACTIVE) -> Up
         return Upload(raw=scenario_from_upload(name, data, limits))
     except (ScenarioError, TraceError) as err:
         return Upload(error=str(err))
+
+
+def with_model_config(current: dict, text: str | bytes, name: str | None = None,
+                      limits: WorkLimits = INTERACTIVE) -> tuple[dict, tuple[str, ...]]:
+    """`current` (a full scenario mapping, `to_dict` of what the controls show) with the model a
+    pasted config.json describes. If it leaves no KV memory on the current GPUs, the fewest GPUs per
+    replica (2, 4 or 8) on which it fits are taken, and a note says so."""
+    model = model_from_text(text, name)
+    out = copy.deepcopy(current)
+    out["model"] = dict(model.section)
+    out["name"] = f"{clip(current.get('name', 'scenario'), 80)}+{_stem(model.section['name'], 'model')}"
+    notes = list(model.notes)
+    hardware = out.setdefault("hardware", {})
+    tp = int(hardware.get("num_gpus") or 1)
+    for more in [tp] + [n for n in (2, 4, 8) if n > tp]:
+        hardware["num_gpus"] = more
+        try:
+            _fit_to_run(out, limits)
+        except ScenarioError as err:
+            if "no memory for KV cache" not in str(err):
+                raise
+            if more < 8:
+                continue
+            gpu = hardware.get("gpu", "the GPU")
+            per_gpu = resolve_model(ModelSpec(**model.section)).weight_bytes / 8 / 2**30
+            fp8 = "" if model.section["dtype_bytes"] == 1 else " or FP8 weights (Weights in the sidebar)"
+            raise ScenarioError(f"{model.section['name']} leaves no KV memory even on 8× {gpu} (the most the lab "
+                                f"models): its weights are {per_gpu:,.0f} GiB per GPU; pick a GPU with more memory "
+                                f"(H200, B200, MI300X) first{fp8}") from None
+        if more != tp:
+            notes.append(f"it leaves no KV memory on {tp} GPU(s): GPUs per replica set to {more}")
+        return out, tuple(notes)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def try_model_config(current: dict, text: str | bytes, name: str | None = None,
+                     limits: WorkLimits = INTERACTIVE) -> Upload:
+    """`with_model_config` that returns the refusal instead of raising (never anything else)."""
+    try:
+        raw, notes = with_model_config(current, text, name, limits)
+        return Upload(raw=raw, notes=notes)
+    except (ScenarioError, TraceError) as err:
+        return Upload(error=str(err))
+    except Exception as err:  # never leave a session stuck on a bug: report it as a refusal
+        return Upload(error=f"config.json could not be used ({type(err).__name__}: {clip(err, 120)})")
 
 
 def try_trace(raw: dict, name: str, data: bytes, state: MutableMapping | None = None,

@@ -462,3 +462,33 @@ def test_switching_the_language_keeps_the_scenario_and_a_bad_code_is_named():
     bad = fresh(lang="fr")
     assert not bad.exception and bad.session_state["lang"] == "en" and "lang" not in bad.query_params
     assert "is not a language of this app" in notes(bad)
+
+
+def test_gpu_page_explains_moe_and_mla_and_a_pasted_config_becomes_the_model():
+    import json
+
+    from tests.engine.hf_configs import DEEPSEEK_V2_LITE
+
+    at = fresh()
+    at.switch_page("pages/memory.py").run()
+    at.selectbox(key="model").set_value("Qwen3-30B-A3B").run()
+    assert not at.exception
+    assert [s.value for s in at.subheader][0].startswith("Mixture of experts")
+    assert metric(at, "KiB per token") == "96.0"
+    at.text_area(key="_cfg_text").set_value('{"num_hidden_layers": "many"}').run()
+    at.button(key="_cfg_use").click().run()
+    shown = refusal(at).replace("\\", "")  # the message is escaped for Markdown
+    assert shown == "config.json: num_hidden_layers = 'many': must be a whole number from 1 to 512"
+    assert at.selectbox(key="model").value == "Qwen3-30B-A3B"  # a refusal changes nothing
+    at.text_area(key="_cfg_text").set_value(json.dumps(DEEPSEEK_V2_LITE)).run()
+    at.text_input(key="_cfg_name").set_value("V2 Lite").run()
+    at.button(key="_cfg_use").click().run()
+    assert not at.exception and not refusal(at)
+    assert at.selectbox(key="model").value == "V2 Lite"
+    assert [s.value for s in at.subheader][:2] == ["Mixture of experts: memory from all parameters, step time from "
+                                                   "the used ones", "Multi-head latent attention: a small KV cache"]
+    assert metric(at, "KiB per token") == "30.4"
+    at.selectbox(key="gpu").set_value("B200").run()
+    at.number_input(key="budget").set_value(0).run()
+    assert not at.exception
+    assert any("16,384" in c.value and "B200" in c.value for c in at.caption)

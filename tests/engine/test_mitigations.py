@@ -141,6 +141,17 @@ def test_aging_lets_old_low_priority_request_go_first(simulate_case):
     assert row(aged, "P0").inversion_s > 0
 
 
+def test_a_vanishing_aging_period_lifts_everyone_to_the_top_at_once(simulate_case):
+    """aging_s = 5e-324 (a hand-edited link): waited / aging_s overflows a float, yet every waiting
+    request is simply at P0's level from its first step — the same order as aging_s = 1e-6, and
+    the same as pure FCFS on this case (P2 arrived first, so it goes first)."""
+    case = {"P0": (0, [(0.5, 4, 1)]), "P1": (1, [(0.0, 12, 1)]), "P2": (2, [(0.0, 4, 1)])}
+    tiny = simulate_case(case, budget=4, policy="priority", overrides={"mitigations.aging_s": 5e-324})
+    small = simulate_case(case, budget=4, policy="priority", overrides={"mitigations.aging_s": 1e-6})
+    assert tiny.requests["first_scheduled_s"].tolist() == small.requests["first_scheduled_s"].tolist()
+    assert row(tiny, "P2").first_scheduled_s < row(tiny, "P0").first_scheduled_s
+
+
 def test_alert_names_reason_holder_and_eta(simulate_case):
     """HOL case, priority, alert after 2 s: B (arrived 0.5) is still kv_short at t=3, short by 2
     blocks; A holds 7 and has 7 decode steps left → ETA 7 s."""

@@ -101,3 +101,48 @@ def test_replica_pins_round_trip(c):
     assert sc.replicas.pin == {"P0": [0], "P1": [0, 1], "P2": [1]}
     assert c.changed(c.values_from_scenario(sc)) == c.changed(values)
     assert c.encode(values, "default")["p1_pin"] == "0,1"
+
+
+def test_budget_and_seats_at_zero_mean_vllms_default_for_the_gpu(c):
+    values = {**c.defaults, "budget": 0, "seqs": 0, "gpu": "B200"}
+    o = c.overrides(values)
+    assert o["scheduler.max_num_batched_tokens"] is None and o["scheduler.max_num_seqs"] is None
+    sc = c.scenario(values)
+    assert (sc.scheduler.max_num_batched_tokens, sc.scheduler.max_num_seqs) == (16384, 1024)
+    assert c.values_from_scenario(sc)["budget"] == 0  # the control shows "default", whatever the GPU
+    assert codec.parse(c.by_short["budget"], "0") == 0
+
+
+def test_weight_and_kv_precision_controls_map_labels_to_bytes(c):
+    assert (c.defaults["wdtype"], c.defaults["kvdtype"]) == ("checkpoint", "auto")
+    values = {**c.defaults, "wdtype": "FP8", "kvdtype": "FP8"}
+    assert c.encode(values, "default") == {"wdtype": "FP8", "kvdtype": "FP8"}
+    o = c.overrides(values)
+    assert (o["model.dtype_bytes"], o["model.kv_dtype_bytes"]) == (1, 1)
+    sc = c.scenario(values)
+    assert c.values_from_scenario(sc)["wdtype"] == "FP8"
+    with pytest.raises(ValueError):
+        codec.parse(c.by_short["wdtype"], "INT4")
+    # a scenario's own byte count that the table lacks stays selectable (never reject a preset)
+    raw = {**load_raw("default"), "model": {"name": "Llama-3.1-8B", "dtype_bytes": 4}}
+    own = Codec(raw)
+    assert own.defaults["wdtype"] == "4 bytes" and own.by_short["wdtype"].options[-1] == "4 bytes"
+
+
+def test_every_new_gpu_and_model_is_a_choice(c):
+    for name in ("B200", "MI300X", "H20", "H800", "L20"):
+        assert name in c.by_short["gpu"].options
+    for name in ("Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3", "DeepSeek-R1", "gpt-oss-120b",
+                 "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B"):
+        assert name in c.by_short["model"].options
+
+
+def test_picking_another_model_drops_a_custom_models_fields():
+    raw = {**load_raw("default"), "model": {"name": "Mine", "params_b": 15.7, "layers": 27, "hidden": 2048,
+                                            "q_heads": 16, "kv_heads": 16, "head_dim": 128, "kv_lora_rank": 512}}
+    own = Codec(raw)
+    assert own.defaults["model"] == "Mine"
+    sc = own.scenario({**own.defaults, "model": "Llama-3.1-8B"})
+    assert sc.model.name == "Llama-3.1-8B" and sc.model.kv_lora_rank is None and sc.model.params_b is None
+    back = own.scenario({**own.defaults, "model": "Llama-3.1-8B", "kvdtype": "FP8"})
+    assert back.model.kv_dtype_bytes == 1

@@ -190,3 +190,35 @@ def test_uploaded_scenario_without_files_is_accepted_with_its_values():
     up = uploads.try_scenario("mine.yaml", data)
     assert up.error is None and from_dict(up.raw).class_names == ["A", "B"]
     assert json.loads(from_dict(up.raw).key())["classes"]["A"]["arrival"]["rate"] == 2
+
+
+def test_a_pasted_config_becomes_the_model_of_what_the_controls_show():
+    import json
+
+    from engine import load
+    from engine.scenario import to_dict
+    from tests.engine.hf_configs import DEEPSEEK_V2_LITE, DEEPSEEK_V3, LLAMA_31_70B
+
+    current = to_dict(load("default", {"scheduler.policy": "priority"}))
+    up = uploads.try_model_config(current, json.dumps(DEEPSEEK_V2_LITE), "V2 Lite")
+    assert up.error is None and up.notes == ()
+    sc = from_dict(up.raw)
+    assert sc.model.name == "V2 Lite" and sc.model.kv_lora_rank == 512 and sc.scheduler.policy == "priority"
+    assert up.raw["name"] == "default+V2_Lite"
+    # too big for one H100: the fewest GPUs on which it fits, said in a note
+    up = uploads.try_model_config(current, json.dumps(LLAMA_31_70B))
+    assert up.raw["hardware"]["num_gpus"] == 2 and "GPUs per replica set to 2" in up.notes[-1]
+    # too big for eight: refused, nothing changes
+    up = uploads.try_model_config(current, json.dumps(DEEPSEEK_V3))
+    assert up.raw is None and "leaves no KV memory even on 8× H100-80G" in up.error and "B200" in up.error
+    up = uploads.try_model_config(current, "{not json")
+    assert up.raw is None and up.error.startswith("config.json: not valid JSON")
+
+
+def test_a_pasted_config_that_breaks_unexpectedly_is_a_refusal(monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(uploads, "model_from_text", boom)
+    up = uploads.try_model_config({}, "{}")
+    assert up.raw is None and "RuntimeError" in up.error
