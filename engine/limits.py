@@ -53,6 +53,9 @@ SEC_PER_QUEUE_STEP_AGING = 1.17e-6  # aging re-ranks every waiting request every
 # boundary: measured 1.3-1.5x the run time of the same scenario without one (default, two-gpus,
 # stress-100k: 4.6 s -> 6.9 s), so its estimate is scaled by the top of that range.
 GATEWAY_SLOWDOWN = 1.5
+# The sglang engine decides every step in Python over the running rows (no plans, no multi-step
+# runs): stress-100k took 48.0 s for 130,300 steps with up to 256 running (vLLM engine: 8.4 s).
+SEC_PER_SGLANG_STEP = 370e-6
 MIB_BASE = 130.0
 MIB_PER_REQUEST = 1.4e-3
 MIB_PER_STEP_VALUE = 48e-6  # 8 bytes per value of the step log, about 5 copies while frames are built
@@ -200,7 +203,8 @@ def estimate_work(sc: Scenario) -> Work:
     aging = sc.mitigations.aging_s > 0 and s.policy != "fcfs"
     seconds = (SEC_BASE + SEC_PER_REQUEST * requests + SEC_PER_STEP * (steps - prefill_steps)
                + SEC_PER_PREFILL_STEP * prefill_steps + SEC_PER_STEP_CLASS * steps * n_cls
-               + (SEC_PER_QUEUE_STEP[s.policy] + SEC_PER_QUEUE_STEP_AGING * aging) * queue_steps)
+               + (SEC_PER_QUEUE_STEP[s.policy] + SEC_PER_QUEUE_STEP_AGING * aging) * queue_steps
+               + (SEC_PER_SGLANG_STEP * steps if s.engine == "sglang" else 0.0))
     if sc.gateway is not None and sc.gateway.enabled:
         seconds *= GATEWAY_SLOWDOWN
     memory = (MIB_BASE + MIB_PER_REQUEST * requests + MIB_PER_STEP_VALUE * steps * values_per_step

@@ -52,7 +52,7 @@ class Replica:
         self.pool: KVPool = sched.pool
         self.cost, self.log, self.steps = cost, log, steps
         self.on_finish = on_finish
-        self.until, self.skip = until, skip
+        self.until, self.skip = until, skip and sched.multi_step  # (SGLang's loop: every step decided)
         self.k = 0
         self.now = 0.0
         self.clock = Clock(cost.fixed_s)

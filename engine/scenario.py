@@ -133,7 +133,33 @@ class Cost(_Model):
     tp_comm_s_per_layer: float = Field(2e-5, ge=0, le=0.01)
 
 
+class SGLangArgs(_Model):
+    """SGLang 0.5.23's server arguments the `sglang` engine models (engine/sglang.py)."""
+
+    chunked_prefill_size: int | None = Field(None, ge=1, le=1_048_576)  # None: max_num_batched_tokens
+    max_prefill_tokens: int = Field(16384, ge=1, le=1_048_576)
+    enable_mixed_chunk: bool = False
+    schedule_conservativeness: float = Field(1.0, ge=0, le=100)
+    schedule_low_priority_values_first: bool = False
+    priority_scheduling_preemption_threshold: int = Field(10, ge=0, le=1_000_000)
+    disable_priority_preemption: bool = False
+    retraction_policy: Literal["length", "priority"] = "length"
+    ignore_eos: bool = False
+    class_priority: dict[str, int] | None = Field(None, max_length=1000)  # SGLang priority per class
+    init_new_token_ratio: float = Field(0.7, gt=0, le=1)  # SGLANG_INIT_NEW_TOKEN_RATIO
+    min_new_token_ratio_factor: float = Field(0.14, ge=0, le=1)  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+    new_token_ratio_decay_steps: int = Field(600, ge=1, le=1_000_000)  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+
+    @model_validator(mode="after")
+    def _priorities(self) -> SGLangArgs:
+        if self.class_priority and any(abs(v) > 1_000_000 for v in self.class_priority.values()):
+            raise ValueError("class_priority values must lie in -1000000..1000000")
+        return self
+
+
 class Scheduler(_Model):
+    engine: Literal["vllm", "sglang"] = "vllm"  # whose scheduling rules: vLLM 0.33 or SGLang 0.5.23
+    sglang: SGLangArgs = SGLangArgs()
     policy: Literal[tuple(POLICIES)] = "fcfs"  # type: ignore[valid-type]  # the names in engine.policies
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1_048_576)  # None: vLLM's default for the GPU
     max_num_seqs: int | None = Field(None, ge=1, le=65536)  # None: vLLM's default for the GPU

@@ -69,6 +69,8 @@ class Limits:
 
 
 class Scheduler:
+    multi_step = True  # the replica may run pure decode steps as one (`Replica._quiet_steps`)
+
     def __init__(self, requests: Requests, pool: KVPool, policy: Policy, limits: Limits, *, shortcuts: bool = True):
         self.rs, self.pool, self.policy, self.lim = requests, pool, policy, limits
         self.shortcuts = shortcuts

@@ -14,6 +14,7 @@ import bisect
 import heapq
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import simpy
@@ -30,6 +31,7 @@ from .requests import Requests, Status
 from .result import Result, build_result
 from .scenario import Scenario, ScenarioError
 from .scheduler import Limits, Scheduler
+from .sglang import Settings, SGLangScheduler, default_class_priority
 from .steplog import StepLog
 from .workload import build
 
@@ -97,12 +99,80 @@ class GatewayFeed:
 
 def check(sc: Scenario) -> None:
     """Combinations that validate key by key but cannot run together."""
+    if sc.scheduler.engine == "sglang":
+        _check_sglang(sc)
     if sc.mitigations.p0_token_reserve >= sc.scheduler.max_num_batched_tokens:
         raise ScenarioError(
             f"mitigations.p0_token_reserve = {sc.mitigations.p0_token_reserve}: must be below "
             f"scheduler.max_num_batched_tokens ({sc.scheduler.max_num_batched_tokens}), "
             "or no other class could ever run"
         )
+
+
+_SGLANG_POLICIES = ("fcfs", "priority")
+
+
+def _check_sglang(sc: Scenario) -> None:
+    """The `sglang` engine models SGLang's own rules: the lab's remedies and class caps are
+    refused with it rather than silently ignored. (vLLM's own knobs — watermark,
+    long_prefill_token_threshold, async scheduling, prefix caching — simply do not exist in
+    SGLang; they have no effect, as the README says.)"""
+    s, m = sc.scheduler, sc.mitigations
+    problems = []
+    if s.policy not in _SGLANG_POLICIES:
+        problems.append(f"scheduler.policy = {s.policy!r}: the sglang engine knows fcfs and priority "
+                        "(--enable-priority-scheduling)")
+    for key, value, default in (("mitigations.p0_token_reserve", m.p0_token_reserve, 0),
+                                ("mitigations.p0_kv_reserve", m.p0_kv_reserve, 0),
+                                ("mitigations.inheritance", m.inheritance, False),
+                                ("mitigations.aging_s", m.aging_s, 0.0),
+                                ("mitigations.preempt_mode", m.preempt_mode, "recompute")):
+        if value != default:
+            problems.append(f"{key} is a vLLM-engine setting; the sglang engine does not model it")
+    for name in sc.class_names:
+        caps = sc.request_class(name).caps
+        if caps.max_running is not None or caps.max_kv_blocks is not None:
+            problems.append(f"classes.{name}.caps.max_running/max_kv_blocks: not modelled by the sglang engine")
+    unknown = sorted(set(s.sglang.class_priority or {}) - set(sc.class_names))
+    if unknown:
+        problems.append(f"scheduler.sglang.class_priority names unknown class(es) {', '.join(unknown)[:200]}")
+    if problems:
+        raise ScenarioError("; ".join(problems[:5]))
+
+
+def _scheduler(sc: Scenario, mem, wl, rs: Requests, shortcuts: bool) -> Scheduler:
+    """The engine's scheduler for `scheduler.engine`: vLLM's rules or SGLang's."""
+    if sc.scheduler.engine != "sglang":
+        return Scheduler(rs, _pool(sc, mem, wl), make_policy(sc.scheduler.policy), _limits(sc, mem, wl),
+                         shortcuts=shortcuts)
+    limits = replace(_limits(sc, mem, wl), async_scheduling=False, prefix_caching=False)
+    return SGLangScheduler(rs, _pool(sc, mem, wl), limits, sglang_settings(sc, wl.class_names,
+                                                                           wl.class_priority.tolist()))
+
+
+def sglang_settings(sc: Scenario, names: list[str], lab_priority: list[int]) -> Settings:
+    """`scheduler.sglang.*` (and the shared keys it reads) as the SGLang scheduler's settings."""
+    s, g = sc.scheduler, sc.scheduler.sglang
+    prio = default_class_priority(lab_priority, g.schedule_low_priority_values_first)
+    given = g.class_priority or {}
+    prio = [given.get(n, p) for n, p in zip(names, prio)]
+    chunk = (g.chunked_prefill_size or s.max_num_batched_tokens) if s.chunked_prefill else None
+    return Settings(
+        chunked_prefill_size=chunk,
+        max_prefill_tokens=g.max_prefill_tokens,
+        enable_mixed_chunk=g.enable_mixed_chunk,
+        priority_scheduling=s.policy == "priority",
+        low_values_first=g.schedule_low_priority_values_first,
+        preemption_threshold=g.priority_scheduling_preemption_threshold,
+        priority_preemption=not g.disable_priority_preemption,
+        retraction_policy=g.retraction_policy,
+        ignore_eos=g.ignore_eos,
+        schedule_conservativeness=g.schedule_conservativeness,
+        init_new_token_ratio=g.init_new_token_ratio,
+        min_new_token_ratio_factor=g.min_new_token_ratio_factor,
+        new_token_ratio_decay_steps=g.new_token_ratio_decay_steps,
+        class_priority=tuple(prio),
+    )
 
 
 def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -> Result:
@@ -144,8 +214,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     # arrive whenever it dispatches: every replica steps one at a time.
     skip = skip_steps and gw_spec is None and (sc.replicas.count == 1 or not (rs.next_piece >= 0).any())
     for k in range(sc.replicas.count):
-        sched = Scheduler(rs, _pool(sc, mem, wl), make_policy(sc.scheduler.policy), _limits(sc, mem, wl),
-                          shortcuts=shortcuts)
+        sched = _scheduler(sc, mem, wl, rs, shortcuts)
         replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))

@@ -98,6 +98,9 @@ def _global_params(raw: dict) -> list[Param]:
     w_opts, w_vals = _dtype_choices(WEIGHT_DTYPES, get_dotted(raw, "model.dtype_bytes"))
     kv_opts, kv_vals = _dtype_choices(KV_DTYPES, get_dotted(raw, "model.kv_dtype_bytes"))
     return [
+        Param("engine", "scheduler.engine", "choice", N_("Engine rules"), options=("vllm", "sglang"), section="sched",
+              help=N_("vllm: vLLM 0.33's scheduler. sglang: SGLang 0.5.23's — output-aware admission, prefill batches "
+                      "run alone, preemption only when every seat is taken; it knows fcfs and priority, no remedies.")),
         Param("policy", "scheduler.policy", "choice", N_("Scheduling policy"), options=POLICIES, section="sched",
               help=N_("fcfs and priority behave like vLLM v1; backfill skips a request that does not fit; preempt lets "
                       "a blocked request evict lower-priority ones.")),

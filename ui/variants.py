@@ -1,8 +1,8 @@
 """The scenario a page compares against: the same traffic without any remedy.
 
 "Remedy" covers everything this lab offers against inversion: the mitigations, class caps, the
-scheduling policy (vLLM's default is `fcfs`), separate replicas (pinned routing) and priority at a
-gateway. The
+scheduling policy (vLLM's default is `fcfs`), separate replicas (pinned routing), priority at a
+gateway and another engine's rules (`scheduler.engine: sglang` compares against vLLM). The
 baseline keeps the traffic, hardware and model, so a delta shows what the remedies did.
 Pure functions on plain scenario data, so the same variant always has the same cache key.
 """
@@ -15,17 +15,19 @@ from .i18n import _
 
 _KEEP = ("alert_after_s",)  # observability, not a mitigation
 DEFAULT_POLICY = "fcfs"  # vLLM v1's default scheduling policy
+DEFAULT_ENGINE = "vllm"  # the engine whose defaults the baseline runs
 
 
 def baseline(sc: Scenario) -> Scenario:
-    """Same traffic and hardware on vLLM's defaults: fcfs, one engine unless replicas share the
-    load, no mitigations, no class caps."""
+    """Same traffic and hardware on vLLM's defaults: vLLM's rules, fcfs, one engine unless
+    replicas share the load, no mitigations, no class caps."""
     data = to_dict(sc)
     fresh = to_dict(from_dict({}))["mitigations"]
     data["mitigations"] = {**fresh, **{k: data["mitigations"][k] for k in _KEEP}}
     for cls in data.get("classes", {}).values():
         cls["caps"] = _no_caps()
     data["scheduler"]["policy"] = DEFAULT_POLICY
+    data["scheduler"]["engine"] = DEFAULT_ENGINE
     if data["replicas"]["routing"] == "pinned":  # separation is the remedy: one engine serves everyone
         data["replicas"] = {"count": 1, "routing": "shared", "pin": None}
     if sc.gateway is not None and sc.gateway.enabled:  # priority at a gateway is a remedy too
@@ -45,6 +47,8 @@ def remedies(sc: Scenario) -> list[str]:
     """What differs from the baseline, in words (for the caption under the deltas)."""
     out = []
     m, b = sc.mitigations, baseline(sc)
+    if sc.scheduler.engine != b.scheduler.engine:
+        out.append(_("{engine} engine").format(engine=sc.scheduler.engine))
     if sc.scheduler.policy != b.scheduler.policy:
         out.append(_("policy {policy}").format(policy=sc.scheduler.policy))
     if sc.gateway is not None and sc.gateway.enabled:

@@ -42,6 +42,7 @@ HEAVY = [  # valid keys, values that imply a lot of work
     ("classes.P0.arrival.cv", 1e-6), ("scheduler.policy", "backfill"), ("scheduler.policy", "preempt"),
     ("mitigations.aging_s", 1e-9), ("mitigations.preempt_mode", "swap"), ("mitigations.host_bandwidth_gbs", 1e-9),
     ("mitigations.alert_after_s", 1e-9), ("warmup_s", 0), ("scheduler.long_prefill_token_threshold", 1),
+    ("scheduler.engine", "sglang"), ("scheduler.sglang.new_token_ratio_decay_steps", 1),
 ]
 KEYS = [
     "seed", "duration_s", "warmup_s", "drain_limit_s", "name", "title", "base", "hardware.gpu", "hardware.num_gpus",
@@ -53,7 +54,8 @@ KEYS = [
     "classes.P1.slo.ttft_s", "classes.P1.caps.max_prompt_tokens", "classes.P2.caps.max_kv_blocks", "trace",
     "trace.path", "trace.limit", "trace.assign", "mitigations.p0_token_reserve", "mitigations.p0_kv_reserve",
     "mitigations.aging_s", "replicas.count", "replicas.routing", "replicas.pin", "replicas.pin.P0", "nonsense.key",
-    "classes.NEW.priority", "classes.P0.prompt.path",
+    "classes.NEW.priority", "classes.P0.prompt.path", "scheduler.engine", "scheduler.sglang",
+    "scheduler.sglang.class_priority", "scheduler.sglang.chunked_prefill_size",
 ]
 
 

@@ -84,7 +84,7 @@ def test_baseline_is_the_same_traffic_without_any_remedy():
 
 
 @pytest.mark.parametrize("name", ["preempt", "separate-replicas", "rescue-buffer", "kv-cap", "inheritance", "aging",
-                                  "gateway-priority"])
+                                  "gateway-priority", "sglang-engine"])
 def test_every_remedy_preset_has_a_baseline_without_its_remedy(name):
     sc = load(name)
     b = baseline(sc)
@@ -99,6 +99,11 @@ def test_gateway_priority_is_a_remedy_and_a_switched_off_gateway_is_not():
     assert remedies(load("gateway-priority")) == ["gateway priority"]
     off = load("gateway-priority", {"gateway.enabled": False})
     assert not has_remedies(off) and baseline(off).gateway == off.gateway
+
+
+def test_sglang_engine_baseline_is_vllm_fcfs():
+    sc = load("sglang-engine")
+    assert baseline(sc).scheduler.engine == "vllm" and remedies(sc) == ["sglang engine", "policy priority"]
 
 
 def test_separate_replicas_baseline_is_one_shared_engine():
