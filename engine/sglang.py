@@ -222,6 +222,7 @@ class SGLangScheduler(Scheduler):
         mixed = hold = 0
         if s.enable_mixed_chunk and decoders and (g := self._growth(decoders)) <= pool.free:
             mixed, hold = len(decoders), g  # their decode tokens ride in this batch
+        riding = {run.ids[p] for p in decoders}
         ad = _Adder(pool.free * pool.block_size, sum(self._reserve_at(p) for p in decoders), mixed,
                     s.max_prefill_tokens, s.chunked_prefill_size)
         if self.chunked >= 0:
@@ -244,8 +245,9 @@ class SGLangScheduler(Scheduler):
                 head = self._misfit(at, ad) if res == NO_TOKEN else (at, Reason.TOKEN_BUDGET,
                                                                      Reason.TOKEN_BUDGET, -1, -1)
             break
-        if ad.can_run and mixed:
-            self._give_decode(decoders)
+        if ad.can_run and mixed:  # (positions moved if the round preempted: find them again)
+            riding -= set(self._step.preempted)
+            self._give_decode([p for p, i in enumerate(run.ids) if i in riding])
         return ad.can_run > 0, head
 
     def _stuck(self) -> tuple:

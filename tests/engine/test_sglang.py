@@ -18,6 +18,7 @@ from engine.memory import breakdown
 from engine.reasons import Reason
 from engine.requests import Requests, Status
 from engine.scenario import ScenarioError
+from engine.sglang import SGLangScheduler
 from engine.simulation import _scheduler, check
 from engine.workload import build
 
@@ -364,12 +365,37 @@ def workloads(draw):
     return classes, kw
 
 
+_SCHEDULE = SGLangScheduler.schedule
+
+
+def _checked_schedule(mixed: bool):
+    """`schedule` plus the iteration rule: the requests given tokens are either the prefill batch
+    (admitted now, or the chunked request carried over) or the running batch decoding — both
+    only with mixed chunk. (The step log cannot tell: a recomputed request's re-prefilled outputs
+    count as decode tokens there.)"""
+
+    def schedule(self, now, unchanged=None):
+        carried = self.chunked
+        step = _SCHEDULE(self, now, unchanged)
+        run = self.running
+        given = [run.ids[p] for p in range(len(run)) if run.tokens_of(p)[0]]
+        batch = set(step.admitted) | {carried}
+        in_batch = [i in batch for i in given]
+        assert mixed or all(in_batch) or not any(in_batch), (given, batch)
+        return step
+
+    return schedule
+
+
 @PROPS
 @given(workloads())
 def test_invariants_hold_on_random_workloads(case):
     classes, kw = case
     sc = _scenario(classes, drain_limit_s=600.0, **kw)
-    res = simulate(sc)
+    mixed = kw["sglang"]["enable_mixed_chunk"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SGLangScheduler, "schedule", _checked_schedule(mixed))
+        res = simulate(sc)
     r, steps = res.requests, res.steps
     assert r["id"].is_unique
     assert r["status"].isin(["finished", "rejected"]).all()  # every request ends, exactly once
@@ -377,11 +403,8 @@ def test_invariants_hold_on_random_workloads(case):
     assert (done["finish_s"] >= done["first_token_s"]).all()
     assert (steps["kv_used"] <= kw["tokens"]).all() and (steps["kv_free"] >= 0).all()
     assert (steps["batch_size"] <= kw["max_seqs"]).all()
-    mixed = kw["sglang"]["enable_mixed_chunk"]
     prefill = steps["prefill_tokens"] > 0
     assert (steps.loc[prefill, "prefill_tokens"] <= kw["chunk"]).all()  # one chunk budget per iteration
-    if not mixed:
-        assert (steps.loc[prefill, "decode_tokens"] == 0).all()  # prefill iterations run alone
     assert (steps["prefill_tokens"] + steps["decode_tokens"] <= kw["chunk"] + kw["max_seqs"]).all()
 
 
@@ -453,3 +476,18 @@ def test_an_idle_engine_resets_new_token_ratio():
     e.arrive("A")
     e.step()
     assert e.sched.ratio == 0.7
+
+
+def test_mixed_chunk_after_a_priority_preemption_decodes_the_survivors_only():
+    # Two seats, both L's decoding; H arrives: the newest L is preempted, H is admitted, and with
+    # mixed chunk the surviving L decodes in the same iteration: 10 + 1 tokens.
+    e = Engine({"H": {"priority": 0, "prompt": 10, "output": 50},
+                "L": {"priority": 1, "prompt": 10, "output": 50, "times": [0.0, 0.0]}},
+               max_seqs=2, policy="priority", sglang={"enable_mixed_chunk": True})
+    l1, l2 = e.arrive("L"), e.arrive("L")
+    e.step()
+    e.step()
+    h = e.arrive("H")
+    s = e.step()
+    assert s.preempted == [l2] and s.admitted == [h]
+    assert (s.tokens, s.decode, s.batch) == (11, 1, 2) and e.out(l1) == 3
