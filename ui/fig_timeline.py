@@ -32,21 +32,22 @@ MAX_SVG_MARKERS = 1500
 MAX_LANES_PX = 1400  # beyond this the lanes get thinner (and unlabelled below 11 px)
 
 
-def _segments(x0, x1, y) -> tuple[np.ndarray, np.ndarray]:
-    """NaN-separated polyline: [x0, x1, NaN] per segment (y the same at both ends)."""
-    x0, x1, y = (np.asarray(a, dtype=float) for a in (x0, x1, y))
+def _polyline(x0, x1, y0, y1) -> tuple[np.ndarray, np.ndarray]:
+    """NaN-separated segments (x0, y0) → (x1, y1): one plotly trace draws them all."""
+    x0, x1, y0, y1 = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (x0, x1, y0, y1)))
     xs, ys = np.empty(3 * len(x0)), np.empty(3 * len(x0))
     xs[0::3], xs[1::3], xs[2::3] = x0, x1, np.nan
-    ys[0::3], ys[1::3], ys[2::3] = y, y, np.nan
+    ys[0::3], ys[1::3], ys[2::3] = y0, y1, np.nan
     return xs, ys
+
+
+def _segments(x0, x1, y) -> tuple[np.ndarray, np.ndarray]:
+    """Horizontal segments at heights y."""
+    return _polyline(x0, x1, y, y)
 
 
 def _verticals(x, y0, y1) -> tuple[np.ndarray, np.ndarray]:
-    x, y0, y1 = (np.asarray(a, dtype=float) for a in (x, y0, y1))
-    xs, ys = np.empty(3 * len(x)), np.empty(3 * len(x))
-    xs[0::3], xs[1::3], xs[2::3] = x, x, np.nan
-    ys[0::3], ys[1::3], ys[2::3] = y0, y1, np.nan
-    return xs, ys
+    return _polyline(x, x, y0, y1)
 
 
 def _line(xs, ys, name, color, width, *, legend=True, group=None, dash=None) -> dict:
