@@ -14,7 +14,7 @@ from .step import Budget
 
 def aged_key(sched, i: int, now: float) -> tuple:
     """One level better per `aging_s` waited, never past the top class. The levels are capped
-    before dividing, so a tiny `aging_s` (a hand-edited 1e-300) cannot overflow `int()`."""
+    before dividing, so a subnormal `aging_s` (a hand-edited 5e-324) cannot overflow `int()`."""
     rs, lim = sched.rs, sched.lim
     prio, waited = int(rs.prio[i]), now - rs.arrival[i]
     room = max(prio - lim.top_priority, 0)

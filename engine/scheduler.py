@@ -41,7 +41,6 @@ from .running import RunningSet
 from .step import Budget, Step
 from .walk import Walk
 
-_NONE = int(Reason.NONE)
 _NO_HIT = ((), (), 0, 0)
 
 
@@ -315,8 +314,7 @@ class Scheduler:
                 if pre is not None and walk.dense_from > p and k < len(todo):  # room shrank: re-filter the rest
                     rest = np.array(todo[k:], dtype=np.int64)
                     codes, _ = self.pool.shortfall_many(rs.cls[walk.ids[rest]], pre[1][rest], watermark=bool(run))
-                    keep = codes == _NONE if walk.findable is None else (codes == _NONE) | walk.findable[rest]
-                    todo = todo[:k] + rest[keep].tolist()
+                    todo = todo[:k] + walk.to_walk(codes, rest).tolist()
                 if why != Reason.CLASS_CAP and stops:  # over its class's KV cap: skipped, not a stop
                     walk.blocker = w
                     if top or why != Reason.RESERVE:

@@ -31,10 +31,9 @@ def prefilter(sched, walk: Walk, budget: Budget):
     need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
     codes, _ = pool.shortfall_many(rs.cls[ids], need, watermark=bool(sched.running))
     cache = sched.cache
-    if cache is not None and (cache.any_prefix or cache.segs):  # a cache hit can shrink a need: walk those
+    if cache is not None and (cache.any_prefix or cache.segs):
         walk.findable = np.fromiter((cache.findable(i) for i in walk.order), bool, n_w)
-        codes[walk.findable] = _NONE
-    walk.ids, walk.todo = ids, np.flatnonzero(codes == _NONE).tolist()
+    walk.ids, walk.todo = ids, walk.to_walk(codes, np.arange(n_w)).tolist()
     walk.walked = np.zeros(n_w, bool)
     walk.start = (pool.used, pool.used_other, list(pool.used_cls), bool(sched.running))
     return codes, need
@@ -83,6 +82,14 @@ class Walk:
         self.walked: np.ndarray | None = None
         self.findable: np.ndarray | None = None  # positions a prefix-cache hit may help (always walked)
         self.start = None
+
+    def to_walk(self, codes: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Of `positions` (with their KV shortfall `codes` now), those the walk must visit: the
+        ones that fit, and any a prefix-cache hit may help (a hit can shrink what it needs)."""
+        keep = codes == _NONE
+        if self.findable is not None:
+            keep |= self.findable[positions]
+        return positions[keep]
 
     def stop(self, at: int, reason: Reason) -> None:
         """Admission stops: everyone from `at` on waits for `reason`."""
