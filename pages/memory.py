@@ -33,7 +33,8 @@ doc = spec.value if spec.dist == "constant" else int(spec.median)
 c = st.columns(5)
 c[0].metric(_("KV blocks"), f"{mem.usable_blocks:,}", border=True,
             help=_("Blocks requests can use: vLLM keeps one of the {n:,} as its null block.").format(n=mem.blocks))
-c[1].metric(_("KV tokens"), f"{mem.kv_tokens:,}", border=True)
+c[1].metric(_("KV tokens"), f"{mem.kv_tokens:,}" if mem.kv_tokens < 1_000_000 else f"{mem.kv_tokens / 1e6:.2f} M",
+            border=True, help=f"{mem.kv_tokens:,}")  # seven digits do not fit a fifth of the page
 c[2].metric(_("KiB per token"), f"{mem.kv_bytes_per_token / 1024:,.1f}", border=True, help=costs.kv_formula(mem))
 c[3].metric(_("{cls} prompts fit").format(cls=low), f"{mem.kv_tokens // max(doc, 1):,}", border=True,
             help=(_("KV tokens ÷ {cls}'s prompt size ({n:,} tokens)") if spec.dist == "constant" else
