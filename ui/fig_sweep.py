@@ -60,7 +60,7 @@ def p99_panels(table: pd.DataFrame, classes: list[str], x_label: str, slos: dict
     pad = (x_range[1] - x_range[0]) * 0.03 or 1.0
     xr = [x_range[0] - pad, x_range[1] + pad]
     layout: dict = dict(
-        height=175 * n + 260, template="plotly_white", font=FONT, hovermode="closest",
+        height=175 * n + 260, font=FONT, hovermode="closest",
         margin=dict(l=10, r=80, t=64, b=10), showlegend=True,
         legend=dict(orientation="h", yanchor="top", y=-0.07, xanchor="left", x=0),
         annotations=[], shapes=[],

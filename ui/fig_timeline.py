@@ -172,7 +172,7 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
     doms = [(max(a, 0.0), b) for a, b in doms]
     ticktext = [f"<span style='color:{class_color(classes, ln.cls)}'>{ln.label}</span>" for ln in lanes]
     layout: dict = dict(
-        height=height_px + 110, template="plotly_white", font=FONT, hovermode="closest",
+        height=height_px + 110, font=FONT, hovermode="closest",
         margin=dict(l=10, r=10, t=30, b=10),
         legend=dict(orientation="h", yanchor="top", y=-0.02 - 90 / (height_px + 110), xanchor="left", x=0),
         xaxis=dict(anchor="y", domain=[0, 1], range=[lo, hi], showticklabels=False),

@@ -18,7 +18,7 @@ RUN_COLORS = ["#24292f", "#0969da", "#bf8700", "#1a7f37", "#8250df", "#cf222e"]
 
 
 def _style(fig: go.Figure, height: int) -> go.Figure:
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(height=height, font=FONT, margin=dict(l=10, r=10, t=40, b=10),
                       hovermode="closest", legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0))
     return fig
 

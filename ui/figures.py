@@ -9,10 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from .i18n import _
 from .vocab import look, shown
+
+# Every chart's template, as plotly's default rather than named per figure: a template named in
+# update_layout is deep-copied and validated each time (8 ms a figure, against 1 ms this way; a tenth
+# of the server's CPU under an 8-session load). Every figure module imports this one. (`import
+# streamlit` sets its own default; the app imports streamlit first, so this one holds.)
+pio.templates.default = "plotly_white"
 
 CLASS_COLORS = ["#cf222e", "#0969da", "#8250df", "#bf8700", "#1a7f37", "#57606a"]
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, Noto Sans CJK SC, Microsoft YaHei, sans-serif", size=12,
@@ -24,12 +31,12 @@ def class_color(names: list[str], name: str) -> str:
 
 
 def _style(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    fig.update_layout(
-        height=height, template="plotly_white", font=FONT, margin=dict(l=10, r=10, t=40 if title else 20, b=10),
+    fig.update_layout(dict(  # one dict, not keywords: plotly parses each keyword as a property path (2× slower)
+        height=height, font=FONT, margin=dict(l=10, r=10, t=40 if title else 20, b=10),
         title=dict(text=title, x=0, font=dict(size=15)) if title else None,
         legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),  # below: no clash with titles
         hovermode="x unified",
-    )
+    ))
     return fig
 
 

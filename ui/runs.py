@@ -11,27 +11,39 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
 
 import streamlit as st
 
 from engine import Result, from_dict
-from engine.scenario import Scenario
+from engine.scenario import Scenario, ScenarioError
 
 from .limits import why_not
 from .pool import RunPool
 from .sweeps import Plan, plan
 from .variants import baseline
-from .work import run_json
 from .worker import WorkerExecutor
 
 WORKERS = max(1, min(4, os.cpu_count() or 1))
+PAGE_WORKERS = max(1, min(2, os.cpu_count() or 1))  # page runs at once; more wait their turn
+
+
+@st.cache_resource(on_release=lambda ex: ex.shutdown(wait=False, cancel_futures=True), show_spinner=False)
+def page_workers() -> WorkerExecutor:
+    """The process-wide worker processes that run the pages' scenarios (`ui.worker` says why not
+    in the server); a queue in front of them bounds how many runs compete for the CPU."""
+    return WorkerExecutor(PAGE_WORKERS, kind="result")
 
 
 @st.cache_data(max_entries=64, max_size="600MB", show_spinner="Simulating…")
 def _cached_run(key: str) -> Result:
-    res = run_json(key)
-    _ = res.steps, res.episodes  # derived on first use: derive them once here, so the cached copy has them
-    return res
+    for _attempt in range(2):  # a worker that died (or was replaced) is started afresh once
+        try:
+            return page_workers().submit(key).result()  # the Result, its derived frames included
+        except (BrokenProcessPool, CancelledError):
+            continue
+    raise ScenarioError("the simulation's worker process stopped twice (out of memory?)")
 
 
 def result(sc: Scenario) -> Result:

@@ -287,7 +287,7 @@ def share_url(lab: Lab) -> str:
 
 def _files(lab: Lab) -> None:
     box = st.sidebar.expander(_("Import and export"), icon=":material/swap_vert:")
-    box.download_button(_("Scenario (YAML)"), to_yaml(lab.scenario), f"{lab.scenario.name}.yaml",
+    box.download_button(_("Scenario (YAML)"), lambda sc=lab.scenario: to_yaml(sc), f"{lab.scenario.name}.yaml",
                         "application/x-yaml", icon=":material/download:", on_click="ignore", width="stretch")
     box.download_button(_("Requests (CSV)"), lambda: lab.result.requests.to_csv(index=False), "requests.csv",
                         "text/csv", icon=":material/download:", on_click="ignore", width="stretch")

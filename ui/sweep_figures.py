@@ -24,7 +24,7 @@ FRONTIER_COLOR = "#0969da"
 
 
 def _style(fig: go.Figure, height: int) -> go.Figure:
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(height=height, font=FONT, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0))
     return fig
 

@@ -1,20 +1,27 @@
-"""Worker processes for sweeps: fresh interpreters fed scenario keys over a pipe.
+"""Worker processes: fresh interpreters that run scenarios off the server's interpreter.
+
+Two kinds, one protocol. *Sweep* workers return a run's summary (the P99 curves, the workshop's
+sweeps); *page* workers return the whole `Result` a page draws. Page runs leave the server
+because every session's script shares one interpreter lock there: under an eight-session load
+the simulations took a third of it, so one session's run stalled every other session's page.
 
 Why not `multiprocessing`: forking the threaded Streamlit server can copy a lock some other
 thread holds (the child then hangs), and "spawn"/"forkserver" children re-import the running
 page script, which Streamlit installs as `__main__`. A plain `python -m ui.worker` child imports
-only the engine. Protocol: one scenario key (JSON, one line) in; one line out, the run's summary
-as JSON or `{"error": "..."}`. The child exits when its input closes (the server stopped).
+only the engine. Protocol: one scenario key (JSON, one line) in; one frame out — 8 bytes of
+length, then a pickle of `("ok", value)` or `("error", exception)`. The child exits when its
+input closes (the server stopped). Pickles only ever travel from a child this module started.
 
-`WorkerExecutor` gives the pool a `submit(key) -> Future` over a few such children, restarting
+`WorkerExecutor` gives a caller `submit(key) -> Future` over a few such children, restarting
 one that dies.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import pickle
 import queue
+import struct
 import subprocess
 import sys
 import threading
@@ -23,27 +30,58 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+KINDS = ("summary", "result")
+_LEN = struct.Struct("<Q")
 
 
-def main() -> None:
-    """The child: read keys, write summaries, until stdin closes. It runs at a lower CPU priority
-    (nice 10): sweep points are background work, and on a small machine they must not slow the
-    server's page runs (what a person waits for) to a crawl."""
-    if hasattr(os, "nice"):
+def _task(kind: str):
+    """The child's job for one key. Exceptions are raised as the `ui.worker` module's (the child
+    runs as `__main__`, whose classes would not unpickle on the server)."""
+    from ui.work import run_json
+    from ui.worker import WorkerFailed
+
+    if kind == "summary":
+        from engine.sweep_exec import run_batch_summaries  # the same per-run task as `python -m engine sweep`
+
+        def summary(key: str) -> dict:
+            reply = run_batch_summaries([key])[0]
+            if set(reply) == {"error"}:  # the engine refused the scenario
+                raise WorkerFailed(reply["error"])
+            return reply
+
+        return summary
+
+    def result(key: str):
+        res = run_json(key)
+        _ = res.steps, res.episodes  # derived on first use: derive them here, not on the server
+        return res
+
+    return result
+
+
+def main(kind: str) -> None:
+    """The child: read keys, write replies, until stdin closes. Sweep workers run at a lower CPU
+    priority (nice 10): sweep points are background work, and on a small machine they must not
+    slow page runs (what a person waits for) to a crawl."""
+    if kind == "summary" and hasattr(os, "nice"):
         os.nice(10)
-    from engine.sweep_exec import run_batch_summaries  # the same per-run task as `python -m engine sweep`
-
-    out = sys.stdout
+    task = _task(kind)
+    out = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything the engine might print must not corrupt the protocol
     for line in sys.stdin:
         key = line.strip()
         if not key:
             continue
         try:
-            reply = json.dumps(run_batch_summaries([key])[0])
+            reply = pickle.dumps(("ok", task(key)), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as err:  # a run that fails is reported, the worker lives on
-            reply = json.dumps({"error": f"{type(err).__name__}: {err}"})
-        out.write(reply + "\n")
+            try:
+                reply = pickle.dumps(("error", err), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # an exception that does not pickle: its message does
+                from ui.worker import WorkerFailed as Failed
+
+                reply = pickle.dumps(("error", Failed(f"{type(err).__name__}: {err}")))
+        out.write(_LEN.pack(len(reply)) + reply)
         out.flush()
 
 
@@ -52,26 +90,25 @@ class WorkerFailed(RuntimeError):
 
 
 class _Child:
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen([sys.executable, "-m", "ui.worker"], cwd=ROOT, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     bufsize=1)
+        self.proc = subprocess.Popen([sys.executable, "-m", "ui.worker", kind], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
-    def call(self, key: str) -> dict:
+    def call(self, key: str):
+        """The child's reply to `key`: its value, or the exception the run raised (re-raised here)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            self.proc.stdin.write(key.replace("\n", " ") + "\n")
+            self.proc.stdin.write(key.replace("\n", " ").encode() + b"\n")
             self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
-        except (BrokenPipeError, OSError, ValueError):
-            line = ""
-        if not line:
-            raise BrokenProcessPool("a sweep worker process stopped")
-        reply = json.loads(line)
-        if isinstance(reply, dict) and set(reply) == {"error"}:
-            raise WorkerFailed(reply["error"])
-        return reply
+            head = self.proc.stdout.read(_LEN.size)
+            body = self.proc.stdout.read(_LEN.unpack(head)[0]) if len(head) == _LEN.size else b""
+            status, value = pickle.loads(body)
+        except (BrokenPipeError, OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error):
+            raise BrokenProcessPool("a worker process stopped") from None
+        if status == "error":
+            raise value if isinstance(value, Exception) else WorkerFailed(str(value))
+        return value
 
     def stop(self) -> None:
         try:
@@ -83,13 +120,16 @@ class _Child:
 
 
 class WorkerExecutor:
-    """`submit(key) -> Future[summary]` over `n` worker processes (started on first use)."""
+    """`submit(key) -> Future` over `n` worker processes of one kind (started on first use)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, kind: str = "summary") -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}")
+        self.kind = kind
         self._jobs: queue.Queue = queue.Queue()
         self._children: list[_Child | None] = [None] * n
         self._closed = False
-        self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"sweep-worker-{i}", daemon=True)
+        self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"{kind}-worker-{i}", daemon=True)
                          for i in range(n)]
         for t in self._threads:
             t.start()
@@ -111,7 +151,7 @@ class WorkerExecutor:
                 continue
             try:
                 if self._children[i] is None:
-                    self._children[i] = _Child()
+                    self._children[i] = _Child(self.kind)
                 fut.set_result(self._children[i].call(key))
             except BrokenProcessPool as err:
                 child, self._children[i] = self._children[i], None
@@ -142,4 +182,4 @@ class WorkerExecutor:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else "summary")

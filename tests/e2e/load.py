@@ -84,15 +84,19 @@ async def session(browser, url: str, k: int, seconds: float, seed: int, out: dic
             out["failed"].append(" | ".join(x.strip() for x in lines[:3])[:200])
             continue
         t0 = time.monotonic()
+        where = page.url.split("?")[0].rsplit("/", 1)[-1] or "playground"
         try:
             await wait_idle(page, 60_000)
             out["idle"].append(time.monotonic() - t0)
-            where = page.url.split("?")[0].rsplit("/", 1)[-1] or "playground"
             out["by"].setdefault(f"{kind}@{where}", []).append(time.monotonic() - t0)
         except Exception:  # noqa: BLE001 — a timeout is the measurement
-            out["timeouts"].append(kind)
+            out["timeouts"].append(f"{kind}@{where}")
         out["exceptions"] += await page.get_by_test_id("stException").count()
-        shown = await page.locator(".st-key-p1_rate input").input_value()
+        try:
+            shown = await page.locator(".st-key-p1_rate input").input_value(timeout=5_000)
+        except Exception as err:  # noqa: BLE001 — e.g. still rerunning after a timeout: a finding, not a crash
+            out["failed"].append(f"reading the rate after {kind}: " + str(err).splitlines()[0][:150])
+            continue
         if shown and not any(abs(float(shown) - r) < 1e-9 for r in (rate, rate * 1.5)):
             out["crosstalk"].append((k, shown))
         await page.wait_for_timeout(rng.randint(200, 1500))  # a person reads before acting again
@@ -128,7 +132,7 @@ def report(out: dict) -> str:
     q = (lambda p: t[min(len(t) - 1, int(p * len(t)))]) if t else (lambda p: float("nan"))
     return (f"{len(t)} interactions: time to idle p50 {statistics.median(t) if t else float('nan'):.2f} s, "
             f"p90 {q(0.9):.2f} s, p99 {q(0.99):.2f} s, max {max(t) if t else float('nan'):.2f} s; "
-            f"{len(out['timeouts'])} timed out; {out['exceptions']} exception elements; "
+            f"{len(out['timeouts'])} timed out {out['timeouts'][:6]}; {out['exceptions']} exception elements; "
             f"{len(out['crosstalk'])} cross-talk; {len(out['failed'])} actions failed "
             f"{sorted(set(out['failed']))[:6]}")
 

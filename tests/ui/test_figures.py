@@ -67,3 +67,20 @@ def test_step_time_table_is_memory_bound_for_decode_and_compute_bound_for_prefil
     assert t.loc["prefill 8,192 tok", "compute_ms"] > t.loc["prefill 8,192 tok", "memory_ms"]
     for _, r in t.iterrows():
         assert r["step_ms"] == pytest.approx(max(r["compute_ms"], r["memory_ms"]) + r["overhead_ms"], abs=0.02)
+
+
+def test_every_chart_module_draws_on_the_white_template(res):
+    """The template is plotly's default, set once by ui.figures (not named per figure): charts
+    still carry it, in the app's import order (streamlit first: it sets a default of its own)."""
+    import importlib
+
+    import plotly.io as pio
+    import streamlit  # noqa: F401
+
+    importlib.reload(figures)
+
+    white = pio.templates["plotly_white"].layout.plot_bgcolor
+    charts = [figures.kv_usage(res.steps, res.class_names, 64), figures.waiting_queue(res.steps, res.class_names),
+              figures.ttft_cdf({"run": res.requests}, res.class_names)]
+    for fig in charts:
+        assert fig.layout.template.layout.plot_bgcolor == white == "white"

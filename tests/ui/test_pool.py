@@ -1,6 +1,7 @@
 """The shared run pool: newest wishes first, stale points never started, results shared, failures kept;
 and the worker processes behind it."""
 
+import json
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -144,5 +145,25 @@ def test_worker_processes_run_keys_report_errors_and_restart():
             ex.submit(from_dict(TINY).key()).result(timeout=60)
         again: Future = ex.submit(from_dict(TINY).key())
         assert again.result(timeout=60) == good | {"wall_time_s": again.result()["wall_time_s"]}
+    finally:
+        ex.shutdown()
+
+
+def test_page_workers_return_the_whole_result_and_the_engine_s_own_errors():
+    """Page runs leave the server: the Result that comes back equals an in-process run (frames
+    derived), and a scenario the engine refuses raises its own ScenarioError on the server."""
+    from engine import ScenarioError, simulate
+
+    ex = WorkerExecutor(1, kind="result")
+    try:
+        here = simulate(from_dict(TINY))
+        there = ex.submit(from_dict(TINY).key()).result(timeout=60)
+        assert there.summary | {"wall_time_s": 0} == here.summary | {"wall_time_s": 0}
+        assert there.requests.equals(here.requests) and there.steps.equals(here.steps)
+        raw = json.loads(from_dict(TINY).key())
+        raw["classes"]["a"]["arrival"]["rate"] = -2
+        bad = json.dumps(raw)
+        with pytest.raises(ScenarioError, match="rate"):
+            ex.submit(bad).result(timeout=60)
     finally:
         ex.shutdown()
