@@ -23,10 +23,11 @@ from .limits import why_not
 from .pool import RunPool
 from .sweeps import Plan, plan
 from .variants import baseline
-from .worker import WorkerExecutor
+from .worker import WorkerExecutor, WorkerTimeout
 
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 PAGE_WORKERS = max(1, min(2, os.cpu_count() or 1))  # page runs at once; more wait their turn
+RUN_TIMEOUT_S = 60.0  # a page run the work limit let through (≈ 5 s of CPU) yet still running is stopped
 
 
 @st.cache_resource(on_release=lambda ex: ex.shutdown(wait=False, cancel_futures=True), show_spinner=False)
@@ -39,8 +40,10 @@ def page_workers() -> WorkerExecutor:
 @st.cache_data(max_entries=64, max_size="600MB", show_spinner="Simulating…")
 def _cached_run(key: str) -> Result:
     for _attempt in range(2):  # a worker that died (or was replaced) is started afresh once
-        try:
-            return page_workers().submit(key).result()  # the Result, its derived frames included
+        try:  # the Result, its derived frames included
+            return page_workers().submit(key, timeout_s=RUN_TIMEOUT_S).result()
+        except WorkerTimeout as err:
+            raise ScenarioError(str(err)) from None
         except (BrokenProcessPool, CancelledError):
             continue
     raise ScenarioError("the simulation's worker process stopped twice (out of memory?)")

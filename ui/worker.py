@@ -89,23 +89,36 @@ class WorkerFailed(RuntimeError):
     """The run raised inside the worker (the message is the worker's)."""
 
 
+class WorkerTimeout(BrokenProcessPool):
+    """The run outlived its time limit; its worker was killed (and is started afresh)."""
+
+
 class _Child:
     def __init__(self, kind: str) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen([sys.executable, "-m", "ui.worker", kind], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
-    def call(self, key: str):
-        """The child's reply to `key`: its value, or the exception the run raised (re-raised here)."""
+    def call(self, key: str, timeout_s: float | None = None):
+        """The child's reply to `key`: its value, or the exception the run raised (re-raised here).
+        A run past `timeout_s` is stopped by killing the child (the executor starts a new one)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        timer = threading.Timer(timeout_s, self.proc.kill) if timeout_s else None
         try:
             self.proc.stdin.write(key.replace("\n", " ").encode() + b"\n")
             self.proc.stdin.flush()
+            if timer is not None:
+                timer.start()
             head = self.proc.stdout.read(_LEN.size)
             body = self.proc.stdout.read(_LEN.unpack(head)[0]) if len(head) == _LEN.size else b""
             status, value = pickle.loads(body)
         except (BrokenPipeError, OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error):
+            if timer is not None and timer.finished.is_set():
+                raise WorkerTimeout(f"the run took longer than {timeout_s:g} s and was stopped") from None
             raise BrokenProcessPool("a worker process stopped") from None
+        finally:
+            if timer is not None:
+                timer.cancel()
         if status == "error":
             raise value if isinstance(value, Exception) else WorkerFailed(str(value))
         return value
@@ -134,11 +147,12 @@ class WorkerExecutor:
         for t in self._threads:
             t.start()
 
-    def submit(self, key: str) -> Future:
+    def submit(self, key: str, timeout_s: float | None = None) -> Future:
+        """Queue a run; `timeout_s` bounds its time once a worker has taken it up."""
         if self._closed:
             raise RuntimeError("executor is shut down")
         fut: Future = Future()
-        self._jobs.put((fut, key))
+        self._jobs.put((fut, key, timeout_s))
         return fut
 
     def _serve(self, i: int) -> None:
@@ -146,13 +160,13 @@ class WorkerExecutor:
             job = self._jobs.get()
             if job is None:
                 break
-            fut, key = job
+            fut, key, timeout_s = job
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
                 if self._children[i] is None:
                     self._children[i] = _Child(self.kind)
-                fut.set_result(self._children[i].call(key))
+                fut.set_result(self._children[i].call(key, timeout_s))
             except BrokenProcessPool as err:
                 child, self._children[i] = self._children[i], None
                 if child is not None:

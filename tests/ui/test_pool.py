@@ -167,3 +167,22 @@ def test_page_workers_return_the_whole_result_and_the_engine_s_own_errors():
             ex.submit(bad).result(timeout=60)
     finally:
         ex.shutdown()
+
+
+def test_a_run_past_its_time_limit_is_stopped_and_its_worker_replaced():
+    """A worker busy past the limit is killed: the caller gets WorkerTimeout at once, and the next
+    run gets a fresh worker."""
+    from ui.worker import WorkerTimeout
+
+    big = json.loads(from_dict(TINY).key())
+    big["duration_s"] = 3600.0
+    big["classes"]["a"]["arrival"]["rate"] = 200.0  # far more than 0.5 s of simulation
+    ex = WorkerExecutor(1, kind="result")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(WorkerTimeout, match="longer than 0.5 s"):
+            ex.submit(json.dumps(big), timeout_s=0.5).result(timeout=60)
+        assert time.monotonic() - t0 < 30
+        assert ex.submit(from_dict(TINY).key(), timeout_s=60).result(timeout=60).summary["classes"]["a"]["n"] > 0
+    finally:
+        ex.shutdown()
