@@ -11,7 +11,8 @@ Each call to `schedule()` decides one step, as vLLM's `Scheduler.schedule()` doe
 `AsyncScheduler`, on by default) the next call is built before that step's outputs are taken in:
 the step's computed tokens and sampled tokens count at once (vLLM's output placeholders), but a
 request whose last token was sampled stays in the running list — skipped, holding its blocks and
-seat, counted as running, a possible victim — until the end of the next call (`_take_outputs`).
+seat, counted as running, a possible victim — until the end of the next call. Taking in the
+outputs decides nothing, so it lives apart, in `engine.outputs` (vLLM's `update_from_output`).
 
 The rules are written once, here. Speed lives below them: the running set proposes the running
 pass's outcome as a `Plan` (O(1) when every running request decodes) and the scheduler accepts it
@@ -24,11 +25,9 @@ swap) are parameters of the same two passes, not separate code paths.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from . import mitigations
+from . import mitigations, outputs
 from . import walk as walks
 from .arrival import ArrivalGate
 from .kv import KVPool
@@ -38,36 +37,15 @@ from .queue import WaitingQueue
 from .reasons import Reason
 from .requests import Requests
 from .running import RunningSet
-from .step import Budget, Step
+from .step import Budget, Limits, Step
 from .walk import Walk
 
 _NO_HIT = ((), (), 0, 0)
 
 
-@dataclass(frozen=True)
-class Limits:
-    """The knobs the scheduler obeys (engine settings plus mitigations)."""
-
-    budget: int
-    max_seqs: int
-    threshold: int = 0
-    threshold_adaptive: bool = False
-    async_scheduling: bool = False
-    chunked: bool = True
-    token_reserve: int = 0
-    reserve_lendable: bool = False
-    class_max_running: tuple = ()
-    inheritance: bool = False
-    aging_s: float = 0.0
-    top_priority: int = 0
-    swap_bytes_per_s: float = 0.0  # > 0: preemption swaps KV to host instead of recomputing
-    block_bytes: float = 0.0
-    prefix_caching: bool = False
-    max_queued_reqs: int | None = None  # vLLM's API server answers HTTP 503 beyond these
-    max_queued_tokens: int | None = None
-
-
 class Scheduler:
+    """vLLM v1's `Scheduler` for one engine: `enqueue` arrivals, `schedule` a step, `complete` it."""
+
     multi_step = True  # the replica may run pure decode steps as one (`Replica._quiet_steps`)
 
     def __init__(self, requests: Requests, pool: KVPool, policy: Policy, limits: Limits, *, shortcuts: bool = True):
@@ -82,7 +60,7 @@ class Scheduler:
         self._requeued = 0
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
         self._step = Step(None)
-        self._cap = 0  # this call's chunk cap (`_chunk_cap`)
+        self._cap = 0  # this call's chunk cap (`Limits.chunk_cap`)
         self._hit: tuple = _NO_HIT  # the last admission check's prefix-cache hit (`_why_not`)
         self._outputs: tuple[float, list[int]] | None = None  # async: the last step's end and who finished in it
         self.cache = pool.cache = PrefixCache(pool, requests) if limits.prefix_caching else None
@@ -115,41 +93,24 @@ class Scheduler:
         reserve = mitigations.reserve_now(self)
         budget = Budget(reserve, lim.budget - reserve)
         step = self._step = Step(None)
-        self._cap = self._chunk_cap() if lim.threshold else 0
+        self._cap = lim.chunk_cap(len(self.running.ids) + len(self.queue.order)) if lim.threshold else 0
         cause = self._schedule_running(budget, now)
         if self.cache is not None and self.cache.hashing:
-            self._hash_running(granted=True)
+            outputs.hash_running(self, granted=True)
         if step.preempted and queued:  # vLLM: no admission in a step that preempted
             self._all_wait(cause)
         elif queued and unchanged is not None:
-            step.waiting, step.reasons, step.need, step.room = (unchanged.waiting, unchanged.reasons.copy(),
-                                                                unchanged.need, unchanged.room)
-            step.blocker = unchanged.blocker
+            step.wait_as(unchanged)
         elif queued:
             self._schedule_waiting(budget, now)
         if self._outputs is not None:  # async: the last step's outputs arrive now
-            if self._outputs[1]:
-                self._take_outputs(step)
-            else:
-                self._outputs, step.flushed = None, True
-            if self._lag and self.cache.hashing:
-                self._hash_running(granted=False)
+            outputs.take(self, step)
         if self.n_evicted and len(step.waiting):
             step.reasons[self.evicted[step.waiting]] = Reason.PREEMPTED
         step.tokens, step.decode, step.batch, step.context, step.attn = self.running.totals(step.plan)
         if budget.reserve and budget.shared == 0 and not lim.reserve_lendable:
             step.reserve_idle = budget.reserve
         return step
-
-    def _chunk_cap(self) -> int:
-        """vLLM 0.33: `long_prefill_token_threshold` caps a request's tokens per step only while
-        more than one request runs or waits at the start of the call; the adaptive variant
-        floors the cap at budget // that count (0 = no cap)."""
-        lim = self.lim
-        n = len(self.running.ids) + len(self.queue.order)
-        if not lim.threshold or n <= 1:
-            return 0
-        return max(lim.threshold, lim.budget // n) if lim.threshold_adaptive else lim.threshold
 
     # -- the running pass ---------------------------------------------------------------------
     def _schedule_running(self, budget: Budget, now: float) -> Reason:
@@ -220,7 +181,7 @@ class Scheduler:
         budget.shared += tok - from_r
         hashed = run.hashed(p, self._lag)
         _, c, comp, seq = run.remove_at(p)
-        freed = self._free(v, c, comp + tok, hashed, keep=self.lim.swap_bytes_per_s == 0)
+        freed = outputs.free(self, v, c, comp + tok, hashed, keep=self.lim.swap_bytes_per_s == 0)
         self.n_running_cls[c] -= 1
         rs.generated[v] = seq - int(rs.prompt[v])
         rs.preemptions[v] += 1
@@ -271,10 +232,7 @@ class Scheduler:
         step.blocker = walk.blocker
         late = step.preempted[evicted_before:]  # evicted by the walk (preempt policy): waiting now
         if late:
-            step.waiting = np.concatenate([step.waiting, np.array(late, dtype=np.int64)])
-            step.reasons = np.concatenate([step.reasons, np.full(len(late), Reason.PREEMPTED, np.int8)])
-            step.need = np.concatenate([step.need, np.full(len(late), -1, np.int64)])
-            step.room = np.concatenate([step.room, np.full(len(late), -1, np.int64)])
+            step.also_waiting(late, Reason.PREEMPTED)
 
     def _walk(self, walk: Walk, order: list[int], budget: Budget, now: float, pre) -> None:
         rs, lim, run, stops = self.rs, self.lim, self.running, self.policy.stops_at_misfit
@@ -382,108 +340,8 @@ class Scheduler:
             self.n_evicted -= 1
         return blocks + fresh
 
-    # -- after the step ---------------------------------------------------------------------
-    def complete(self, step: Step, t_end: float) -> list[int]:
-        """Apply a finished step: progress, sampled tokens, finished requests (blocks freed)."""
-        if not step.batch:
-            return []
-        rs = self.rs
-        for i in self.running.advance(step.plan):
-            if rs.first_token[i] != rs.first_token[i]:
-                rs.first_token[i] = t_end
-        return self._finish(t_end)
-
-    def repeat(self, k: int, growth: list[int], t_end: float) -> list[int]:
-        """k more pure decode steps like the last one (the replica proved nothing else happens
-        before the last of them ends at t_end): blocks grow, then who is done finishes."""
-        self.pool.add(growth)
-        self.running.skip(k)
-        return self._finish(t_end)
-
-    def _finish(self, t_end: float) -> list[int]:
-        run = self.running
-        if self.lim.async_scheduling:  # the outputs are taken in at the end of the next call
-            self._outputs = (t_end, [run.ids[p] for p in run.finished()])
-            return []
-        done = run.finished()
-        return self._retire(done, t_end) if done else done
-
-    def _retire(self, done: list[int], t_end: float) -> list[int]:
-        """The running requests at positions `done` (ascending) finished at t_end: out of the
-        running set, their blocks freed in running order (as vLLM takes in a step's outputs)."""
-        rows = [self.running.remove_at(p) for p in reversed(done)][::-1]
-        for i, c, comp, seq in rows:
-            self._free(i, c, comp, comp, keep=False)
-            self.n_running_cls[c] -= 1
-            self.rs.complete(i, t_end, comp, seq - self.rs.prompt_l[i])
-        return [r[0] for r in rows]
-
-
-    def outputs_first(self) -> list[int]:
-        """Async shortcut: take in the last step's outputs *before* the next call when that
-        changes nothing — the call would admit nobody (empty queue), evict nobody (the others'
-        growth fits beside the finished requests' blocks) and give every other running request
-        one decode token (so the finished ones' zero tokens and their place in the "alone"
-        count decide nothing). Then the replica can run the steps that follow as one. Returns
-        who finished."""
-        if not (self._outputs and self._outputs[1]) or self.queue.order:
-            return []
-        run = self.running
-        if run.n_dec != len(run.ids) or not self.pool.fits(run.crossings()):
-            return []
-        (t_end, done), self._outputs = self._outputs, None  # (nobody was preempted since)
-        self._retire(sorted(run.ids.index(i) for i in done), t_end)
-        return done
-
-    def _free(self, i: int, c: int, tokens: int, hashed: int, keep: bool) -> int:
-        """Request i lets go of the blocks of its `tokens` tokens (`hashed` of them hashed; `keep`:
-        preempted, it may find them again); returns how many it held."""
-        blocks, cache = self.pool.blocks(tokens), self.cache
-        if cache is None:
-            self.pool.release(c, blocks)
-        else:
-            cache.release(i, c, blocks, hashed, keep)
-            if not keep and cache.segs:
-                cache.forget(i)
-        return blocks
-
-    def _hash_running(self, granted: bool) -> None:
-        """Shareable blocks the running pass's grants (or, async, the outputs taken in) hashed
-        become findable (`engine.prefix`)."""
-        run, cache = self.running, self.cache
-        for p in [p for p, i in enumerate(run.ids) if i in cache.hashing]:  # in running order, as vLLM
-            i = run.ids[p]
-            if granted and run.tokens_of(p)[0]:
-                cache.register(i, run.cls[p], run.hashed(p, self._lag))
-            elif not granted:
-                cache.register(i, run.cls[p], run.taken_in(p, True))
-
-    def _take_outputs(self, step: Step) -> None:
-        """Async: the end of the call takes in the last step's outputs (vLLM's update_from_output
-        after the next schedule()): who sampled its last token finishes — from the running list,
-        or from the queue if this call preempted it — at the end of that step."""
-        (t_end, done), self._outputs = self._outputs, None
-        run, rs = self.running, self.rs
-        step.flushed = True
-        if not done:
-            return
-        ids = run.ids
-        queued = [i for i in done if i not in ids]
-        self._retire(sorted(ids.index(i) for i in done if i in ids), t_end)
-        for i in queued:  # preempted in this call with its last token in flight
-            if self.cache is not None:
-                self.cache.forget(i)
-            self.queue.remove(i)
-            self.evicted[i], rs.swapped[i] = False, False
-            self.n_evicted -= 1
-            rs.complete(i, t_end, 0, int(rs.generated[i]))
-        if step.plan is not None and step.plan.uniform:  # they had no token in it: the plan
-            step.plan.n -= step.plan.done  # covers the others
-            step.plan.done = 0
-        else:
-            step.plan = None
-        step.finished = list(done)
-        if queued and len(step.waiting):
-            keep = ~np.isin(step.waiting, queued)
-            step.waiting, step.reasons = step.waiting[keep], step.reasons[keep]
-            step.need, step.room = step.need[keep], step.room[keep]
+    # -- after the step: vLLM's update_from_output side, in `engine.outputs` -------------------
+    complete = outputs.complete  # apply a finished step: progress, first tokens, who finished
+    repeat = outputs.repeat  # k more pure decode steps like the last (the replica's multi-step run)
+    outputs_first = outputs.take_early  # async: take in the last step's outputs before the next call
+    _retire = outputs.retire  # finished requests leave the running set (SGLangScheduler extends it)

@@ -29,8 +29,8 @@ import numpy as np
 from .policies import Policy
 from .reasons import Reason
 from .requests import Requests
-from .scheduler import Limits, Scheduler
-from .step import Budget, Step
+from .scheduler import Scheduler
+from .step import Budget, Limits, Step
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS

@@ -30,8 +30,9 @@ from .replica import Replica
 from .requests import Requests, Status
 from .result import Result, build_result
 from .scenario import Scenario, ScenarioError
-from .scheduler import Limits, Scheduler
+from .scheduler import Scheduler
 from .sglang import Settings, SGLangScheduler, default_class_priority
+from .step import Limits
 from .steplog import StepLog
 from .workload import build
 

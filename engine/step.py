@@ -1,8 +1,10 @@
-"""What one scheduler step hands around: the token budget, the running set's plan, the step.
+"""What one scheduler step hands around: the knobs it obeys, the token budget, the running set's
+plan, the step.
 
 These are the interfaces between the scheduler (the rules), the running set (the fast paths
-below the rules) and the replica (time and observation), in the way vLLM's `SchedulerOutput`
-and `KVCacheBlocks` separate its scheduler from the model runner and the KV manager.
+below the rules) and the replica (time and observation), in the way vLLM's `SchedulerConfig`,
+`SchedulerOutput` and `KVCacheBlocks` separate its scheduler from the model runner and the KV
+manager. (`Limits` are the engine's scheduling limits; `engine.limits` caps a run's *work*.)
 """
 
 from __future__ import annotations
@@ -15,6 +17,37 @@ _NO_IDS = np.empty(0, np.int64)
 _NO_CODES = np.empty(0, np.int8)
 _NO_IDS.flags.writeable = False
 _NO_CODES.flags.writeable = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The knobs the scheduler obeys (engine settings plus mitigations)."""
+
+    budget: int
+    max_seqs: int
+    threshold: int = 0
+    threshold_adaptive: bool = False
+    async_scheduling: bool = False
+    chunked: bool = True
+    token_reserve: int = 0
+    reserve_lendable: bool = False
+    class_max_running: tuple = ()
+    inheritance: bool = False
+    aging_s: float = 0.0
+    top_priority: int = 0
+    swap_bytes_per_s: float = 0.0  # > 0: preemption swaps KV to host instead of recomputing
+    block_bytes: float = 0.0
+    prefix_caching: bool = False
+    max_queued_reqs: int | None = None  # vLLM's API server answers HTTP 503 beyond these
+    max_queued_tokens: int | None = None
+
+    def chunk_cap(self, n: int) -> int:
+        """vLLM 0.33: `long_prefill_token_threshold` caps a request's tokens per step only while
+        more than one request (`n`) runs or waits at the start of the call; the adaptive variant
+        floors the cap at budget // n (0 = no cap)."""
+        if not self.threshold or n <= 1:
+            return 0
+        return max(self.threshold, self.budget // n) if self.threshold_adaptive else self.threshold
 
 
 @dataclass(slots=True)
@@ -81,6 +114,24 @@ class Step:
         self.reserve_idle = 0
         self.flushed = False  # async: the call took in the outputs of the step before,
         self.finished: list[int] = []  # and these requests finished then (at that step's end)
+
+    def wait_as(self, other: Step) -> None:
+        """The requests left waiting stand as in `other` (its reasons copied: this step may mark more)."""
+        self.waiting, self.reasons, self.need, self.room = other.waiting, other.reasons.copy(), other.need, other.room
+        self.blocker = other.blocker
+
+    def also_waiting(self, ids: list[int], reason: int) -> None:
+        """Requests left waiting besides those already listed, for `reason` (KV not checked)."""
+        self.waiting = np.concatenate([self.waiting, np.array(ids, dtype=np.int64)])
+        self.reasons = np.concatenate([self.reasons, np.full(len(ids), reason, np.int8)])
+        self.need = np.concatenate([self.need, np.full(len(ids), -1, np.int64)])
+        self.room = np.concatenate([self.room, np.full(len(ids), -1, np.int64)])
+
+    def drop_waiting(self, ids: list[int]) -> None:
+        """These requests are no longer waiting (they finished from the queue)."""
+        keep = ~np.isin(self.waiting, ids)
+        self.waiting, self.reasons = self.waiting[keep], self.reasons[keep]
+        self.need, self.room = self.need[keep], self.room[keep]
 
     @property
     def changed(self) -> bool:
