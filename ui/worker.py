@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("summary", "result")
 _LEN = struct.Struct("<Q")
+_MAX_REPLY = 4 << 30  # bytes: a longer "frame" is garbage, never something to wait for
 
 
 def _task(kind: str):
@@ -66,8 +67,9 @@ def main(kind: str) -> None:
     if kind == "summary" and hasattr(os, "nice"):
         os.nice(10)
     task = _task(kind)
-    out = sys.stdout.buffer
-    sys.stdout = sys.stderr  # anything the engine might print must not corrupt the protocol
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")  # the protocol's own descriptor; whatever else writes to
+    os.dup2(2, 1)  # descriptor 1 (a print, a C library) goes to stderr and cannot corrupt a frame
     for line in sys.stdin:
         key = line.strip()
         if not key:
@@ -110,8 +112,10 @@ class _Child:
             if timer is not None:
                 timer.start()
             head = self.proc.stdout.read(_LEN.size)
-            body = self.proc.stdout.read(_LEN.unpack(head)[0]) if len(head) == _LEN.size else b""
-            status, value = pickle.loads(body)
+            size = _LEN.unpack(head)[0] if len(head) == _LEN.size else 0
+            if size > _MAX_REPLY:
+                raise ValueError("not a reply frame")
+            status, value = pickle.loads(self.proc.stdout.read(size))
         except (BrokenPipeError, OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error):
             if timer is not None and timer.finished.is_set():
                 raise WorkerTimeout(f"the run took longer than {timeout_s:g} s and was stopped") from None
