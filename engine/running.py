@@ -312,6 +312,11 @@ class RunningSet:
         start, bs, table = -self.shift % self.bs, self.bs, self.by_residue
         return [table[(start - j) % bs] for j in range(k)]
 
+    def growth_table(self) -> tuple[list[list[int]], int, int]:
+        """(table, at, block size): decode step j from now (asked between steps) adds
+        table[(at − j) mod block size] blocks per class — `growth_steps` without the list."""
+        return self.by_residue, -self.shift % self.bs, self.bs
+
     def steps_to_finish(self) -> int:
         """Decode steps from now until the next request finishes (inf when none is due)."""
         due, at = self._due, self._due_at
