@@ -105,11 +105,13 @@ class Replica:
         """The step loop, a generator of waits (seconds, or ticks on a grid; WAKE: until the router
         hands over an arrival): `feed(now)` hands over the arrivals due by now; `feed.next_t` is
         when the next one is due."""
-        sched = self.sched
+        sched, skip = self.sched, self.skip
+        running, queued = sched.running, sched.queue.order
+        strict = feed.strict and self.grid is not None
         self.now = self.tick = self.sim = 0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
         while True:
-            if feed.strict and self.grid is not None:
+            if strict:
                 yield 0  # let arrivals routed at this very grid point reach us first
             if feed.next_t <= self.now:
                 for i in feed(self.now):
@@ -117,15 +119,15 @@ class Replica:
             if self.pending:
                 self._enter_pending()
                 last = None
-            if not sched.running.ids and not sched.queue.order:
+            if not running.ids and not queued:
                 yield from self._sleep(feed)
                 continue
-            if self.skip and sched.running.done and (done := sched.outputs_first()):
+            if skip and running.done and (done := sched.outputs_first()):
                 for i in done:  # async: the last step's outputs, when taking them in first changes nothing
                     self.on_finish(i, self.now)
-                if not sched.running.ids:
+                if not running.ids:
                     continue  # as after the empty call it saves: what arrived meanwhile enters now
-            if self.skip and (quiet := self._quiet_steps(last, feed)) is not None:
+            if skip and (quiet := self._quiet_steps(last, feed)) is not None:
                 finished = yield from self._run_quiet(*quiet)
                 if finished or not sched.queue.order:
                     last = None  # (else the waiting requests stand as in `last`: see `_quiet_steps`)
