@@ -55,7 +55,8 @@ class StepCost:
         if self.fixed_s is not None:
             return self.fixed_s
         flops = self.flops_per_token * tokens + self.attn_flops_per_unit * attn_units
-        moved = self._weights(tokens) + self.kv_bytes_per_token * (context_tokens + tokens)
+        weights = self.weight_bytes if not self.expert_bytes else self._weights(tokens)  # (hot: one call less)
+        moved = weights + self.kv_bytes_per_token * (context_tokens + tokens)
         return max(flops / self.flops_rate, moved / self.bytes_rate) + self.overhead_s
 
     def many(self, tokens: int, attn_units: np.ndarray, context_tokens: np.ndarray) -> np.ndarray:

@@ -134,9 +134,20 @@ class KVPool:
 
     def add(self, per_class: list[int]) -> None:
         """Apply growths already checked by `fits`."""
+        if self.cache is not None:  # (each class's blocks may evict cached ones, in class order)
+            for c, g in enumerate(per_class):
+                if g:
+                    self.grow(c, g)
+            return
+        used_cls, top, total, other = self.used_cls, self._top, 0, 0
         for c, g in enumerate(per_class):
             if g:
-                self.grow(c, g)
+                used_cls[c] += g
+                total += g
+                if not top[c]:
+                    other += g
+        self.used += total
+        self.used_other += other
 
     def grow(self, c: int, n: int) -> None:
         """n new blocks for class c, from the free queue (with prefix caching: cached blocks may be

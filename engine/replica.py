@@ -105,11 +105,13 @@ class Replica:
         """The step loop, a generator of waits (seconds, or ticks on a grid; WAKE: until the router
         hands over an arrival): `feed(now)` hands over the arrivals due by now; `feed.next_t` is
         when the next one is due."""
-        sched = self.sched
+        sched, skip = self.sched, self.skip
+        running, queued = sched.running, sched.queue.order
+        strict = feed.strict and self.grid is not None
         self.now = self.tick = self.sim = 0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
         while True:
-            if feed.strict and self.grid is not None:
+            if strict:
                 yield 0  # let arrivals routed at this very grid point reach us first
             if feed.next_t <= self.now:
                 for i in feed(self.now):
@@ -117,15 +119,15 @@ class Replica:
             if self.pending:
                 self._enter_pending()
                 last = None
-            if not sched.running.ids and not sched.queue.order:
+            if not running.ids and not queued:
                 yield from self._sleep(feed)
                 continue
-            if self.skip and sched.running.done and (done := sched.outputs_first()):
+            if skip and running.done and (done := sched.outputs_first()):
                 for i in done:  # async: the last step's outputs, when taking them in first changes nothing
                     self.on_finish(i, self.now)
-                if not sched.running.ids:
+                if not running.ids:
                     continue  # as after the empty call it saves: what arrived meanwhile enters now
-            if self.skip and (quiet := self._quiet_steps(last, feed)) is not None:
+            if skip and (quiet := self._quiet_steps(last, feed)) is not None:
                 finished = yield from self._run_quiet(*quiet)
                 if finished or not sched.queue.order:
                     last = None  # (else the waiting requests stand as in `last`: see `_quiet_steps`)
@@ -172,7 +174,7 @@ class Replica:
         after which nothing changed (else None)."""
         sched = self.sched
         finished = sched.complete(step, self.now)
-        self.steps.add(now, dt, row)
+        self.steps.add_row(now, dt, row)
         self.k += 1
         for i in finished:
             self.on_finish(i, self.now)
@@ -225,11 +227,11 @@ class Replica:
             waiting, why, deferred = self._no_waiting, _NO_REASONS, 0
         return [self.index, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
                 len(step.preempted), used, self.pool.capacity - used, step.reserve_idle,
-                len(step.waiting) - deferred, deferred, *why,
+                len(step.waiting) - deferred, deferred, *why, 1,
                 *self.sched.n_running_cls, *waiting, *self.pool.used_cls]
 
     # -- multi-step skipping --------------------------------------------------------------------
-    def _run_quiet(self, starts: list[float], dts: list[float], kv: list[list[int]], row: list[int]):
+    def _run_quiet(self, starts: list[float], dts: list[float], kv: list[int], row: list[int]):
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
@@ -246,7 +248,8 @@ class Replica:
             self.now = t_end
         t_end = self.now
         self.k += m
-        growth = [b - a for a, b in zip(self.pool.used_cls, kv[-1])]
+        used = self.pool.used_cls
+        growth = [b - a for a, b in zip(used, kv[-len(used):])]
         finished = self.sched.repeat(m, growth, t_end)
         for i in finished:
             self.on_finish(i, t_end)
@@ -282,13 +285,15 @@ class Replica:
                 return None  # the budget cuts some decodes short: not a uniform step
             shared_left, reserve_left = lim.budget - reserve - (n - r), reserve - r
             idle = reserve_left if reserve_left and shared_left == 0 else 0
-            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, 0, 0, *_NO_REASONS, *sched.n_running_cls,
+            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, 0, 0, *_NO_REASONS, 1, *sched.n_running_cls,
                    *self._no_waiting, *self.pool.used_cls]
         m = min(run.steps_to_finish(), MAX_RUN)
         cache = sched.cache
         if cache is not None and cache.hashing:  # stop before a shareable block would be hashed
             m = min([m] + [cache.pending(i) - run.comp_seq(run.ids.index(i))[0] - 1 for i in cache.hashing])
-        start_by = min(feed.next_t, self._alert_time(last))  # steps must start before this
+        start_by = feed.next_t  # steps must start before this
+        if last is not None and self.log.alert_after_s is not None:
+            start_by = min(start_by, self._alert_time(last))
         end_by = min(self.until, feed.next_t) if feed.strict else self.until  # and end before this
         if self.grid is not None:  # one tick each: how many fit is arithmetic
             if min(start_by, end_by) < (self.tick + m + 2) * self.grid:
@@ -300,13 +305,15 @@ class Replica:
         kv = self._kv_steps(m, last)
         if not kv:
             return None
+        c = len(self._no_waiting)
+        m = len(kv) // c
         if self.grid is not None:
             g, k = self.grid, self.tick
-            return [j * g for j in range(k, k + len(kv))], [g] * len(kv), kv, row
-        starts, dts = self._times(len(kv), n, run.ctx, start_by, end_by)
+            return [j * g for j in range(k, k + m)], [g] * m, kv, row
+        starts, dts = self._times(m, n, run.ctx, start_by, end_by)
         if not starts:
             return None
-        return starts, dts, kv[:len(starts)], row
+        return starts, dts, kv[:len(starts) * c], row
 
     def _waits_stand(self, last: Step | None) -> bool:
         """Async, the call after a finish, with requests waiting: in that call the finished
@@ -354,29 +361,43 @@ class Replica:
             t = t + dt
         return starts, dts
 
-    def _kv_steps(self, m: int, last: Step | None) -> list[list[int]]:
-        """KV blocks per class during each of up to m decode steps, as long as they fit and leave
-        every waiting request's reason as it is."""
-        pool, run = self.pool, self.sched.running
-        kv = list(pool.used_cls)
-        cap, used = pool.capacity, pool.used
+    def _kv_steps(self, m: int, last: Step | None) -> list[int]:
+        """KV blocks per class during each of up to m decode steps (one step's per-class counts
+        after another's), as long as they fit and leave every waiting request's reason as it is."""
+        pool = self.pool
+        table, at, bs = self.sched.running.growth_table()  # step j adds table[(at - j) % bs]
+        used, kv = pool.used, pool.used_cls
+        cap_total, cls_room = (math.inf, None) if last is None or not len(last.waiting) else self._reason_limits(last)
+        out: list[int] = []
+        if not pool.reserve and not pool.capped and cls_room is None:  # only the pool's limit
+            limit = min(pool.capacity, cap_total)
+            if len(kv) == 1:  # one class: plain ints
+                col = [g for g, in table]
+                k0 = kv[0]
+                for j in range(at, at - m, -1):
+                    if g := col[j % bs]:
+                        used += g
+                        if used > limit:
+                            break
+                        k0 += g
+                    out.append(k0)
+                return out
+            for j in range(at, at - m, -1):
+                grow = table[j % bs]
+                if g := sum(grow):
+                    used += g
+                    if used > limit:
+                        break
+                    kv = [a + b for a, b in zip(kv, grow)]
+                out += kv
+            return out
+        cap = pool.capacity
         other_cap = pool.capacity - pool.reserve if pool.reserve else None
         other = pool.used_other
         top = pool._top
         caps = pool._caps if pool.capped else None
-        cap_total, cls_room = self._reason_limits(last)
-        out = []
-        if other_cap is None and caps is None and cls_room is None:  # only the pool's limit
-            limit = min(cap, cap_total)
-            for grow in run.growth_steps(m):
-                if any(grow):
-                    kv = [a + g for a, g in zip(kv, grow)]
-                    used += sum(grow)
-                    if used > limit:
-                        break
-                out.append(kv)
-            return out
-        for grow in run.growth_steps(m):
+        for j in range(at, at - m, -1):
+            grow = table[j % bs]
             if any(grow):
                 kv = [a + g for a, g in zip(kv, grow)]
                 used += sum(grow)
@@ -390,7 +411,7 @@ class Replica:
                     break
                 if cls_room is not None and any(kv[c] > r for c, r in cls_room.items()):
                     break
-            out.append(kv)
+            out += kv
         return out
 
     def _reason_limits(self, last: Step | None) -> tuple[float, dict[int, int] | None]:

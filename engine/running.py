@@ -73,6 +73,7 @@ class RunningSet:
         self.by_residue = [[0] * n_classes for _ in range(block_size)]
         self._due: list[tuple[int, int]] = []  # heap of (clock at which it finishes, id); stale ones skipped
         self._due_at: dict[int, int] = {}  # id → its current entry
+        self._blank = np.array([0, 0, 0, 0, 0, 0, 0, 0, -2, -2, -2] + [0] * n_classes, np.int64)  # a new row
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -104,7 +105,8 @@ class RunningSet:
 
     def comp_seq(self, p: int) -> tuple[int, int]:
         """True (computed, prompt + generated) of the request at position p."""
-        return int(self.F[COMP, p]) + self.shift, int(self.F[SEQ, p]) + self.shift
+        item, s = self.F.item, self.shift
+        return item(COMP, p) + s, item(SEQ, p) + s
 
     def todo(self, p: int) -> tuple[int, int]:
         """(computed, tokens it wants) of the request at position p: none once its last token is
@@ -202,16 +204,18 @@ class RunningSet:
         if not n:
             return 0, 0, 0, 0, 0.0
         if plan is not None and plan.uniform:
-            lo, F, s = plan.n, self.F, self.shift
-            tokens, decode, batch, context, dot, sq = lo, lo, lo, self.ctx, 0, lo
+            lo, context = plan.n, self.ctx
+            if lo == n:  # nobody admitted: n decode tokens on the whole context
+                return lo, lo, lo, context, float(context) + 0.5 * float(lo)
+            item, s = self.F.item, self.shift
+            tokens, decode, batch, dot, sq = lo, lo, lo, context, lo  # the decode rows: 1 × context
             for p in range(lo, n):  # admitted this step: each has tokens > 0
-                tok, comp = int(F[TOK, p]), int(F[COMP, p]) + s
+                tok, comp = item(TOK, p), item(COMP, p) + s
                 tokens += tok
-                decode += tok if comp >= int(F[PROMPT, p]) else 0
+                decode += tok if comp >= item(PROMPT, p) else 0
                 batch += 1
-                dot += tok * comp
+                dot += tok * comp - comp  # (its context is not a decode row's)
                 sq += tok * tok
-            dot += context - sum(int(F[COMP, p]) + s for p in range(lo, n))  # the decode rows: 1 × context
             return tokens, decode, batch, context, float(dot) + 0.5 * float(sq)
         F = self.settled()
         tok, comp = F[TOK, :n], F[COMP, :n]
@@ -230,14 +234,15 @@ class RunningSet:
             self.shift += 1
             self.clock += 1
             self.ctx += plan.n
+            item = F.item
             for p, was_comp, was_seq in admitted:
-                comp, seq = was_comp + int(F[TOK, p]), was_seq
+                comp, seq = was_comp + item(TOK, p), was_seq
                 F[GRANT, p] = self.cur
                 if comp == seq:  # the chunk completed the sequence: one new token
                     seq += 1
                     if self.track:
                         F[SAMPLE0, p], F[SAMPLE, p] = F[SAMPLE, p], self.cur
-                    if seq - int(F[PROMPT, p]) == 1:
+                    if seq - item(PROMPT, p) == 1:
                         first.append(self.ids[p])
                 self._put(p, comp, seq, (was_comp, was_seq))
             cur = self.cur  # (`_uniform(1)`, inline: every decode step passes here)
@@ -312,6 +317,11 @@ class RunningSet:
         start, bs, table = -self.shift % self.bs, self.bs, self.by_residue
         return [table[(start - j) % bs] for j in range(k)]
 
+    def growth_table(self) -> tuple[list[list[int]], int, int]:
+        """(table, at, block size): decode step j from now (asked between steps) adds
+        table[(at − j) mod block size] blocks per class — `growth_steps` without the list."""
+        return self.by_residue, -self.shift % self.bs, self.bs
+
     def steps_to_finish(self) -> int:
         """Decode steps from now until the next request finishes (inf when none is due)."""
         due, at = self._due, self._due_at
@@ -345,7 +355,8 @@ class RunningSet:
         if p == self.F.shape[1]:
             self.F = np.concatenate([self.F, np.zeros_like(self.F)], axis=1)
         s = self.shift
-        col = [comp - s, seq - s, 0, 0, prompt, end, int(top), self.cur, -2, -2, -2] + [0] * self.n_classes
+        col = self._blank.copy()  # TOK, FROM_R 0; GRANT, SAMPLE, SAMPLE0 −2; ONEHOT + c 1
+        col[COMP], col[SEQ], col[PROMPT], col[END], col[TOP], col[ADM] = comp - s, seq - s, prompt, end, top, self.cur
         col[ONEHOT + c] = 1
         self.F[:, p] = col
         self.ids.append(i)
@@ -361,15 +372,17 @@ class RunningSet:
     def _put(self, p: int, comp: int, seq: int, was: tuple[int, int] | None = None) -> None:
         """Set the true computed and sequence lengths of the request at position p (`was`: its
         values before, when the shift has moved on without it)."""
-        s, F, c = self.shift, self.F, self.cls[p]
+        s, F, c, item = self.shift, self.F, self.cls[p], self.F.item
         old_comp, old_seq = was or self.comp_seq(p)
-        prompt = int(F[PROMPT, p])
+        prompt = item(PROMPT, p)
         self.ctx += comp - old_comp
         self.n_dec += (seq - comp == 1 and seq > prompt) - (old_seq - old_comp == 1 and old_seq > prompt)
-        self.by_residue[int(F[COMP, p]) % self.bs][c] -= 1
-        self.by_residue[(comp - s) % self.bs][c] += 1
-        F[COMP, p], F[SEQ, p] = comp - s, seq - s
-        self._due_in(self.ids[p], int(F[END, p]) - seq)
+        table, bs = self.by_residue, self.bs
+        table[item(COMP, p) % bs][c] -= 1
+        table[(comp - s) % bs][c] += 1
+        F[COMP, p] = comp - s
+        F[SEQ, p] = seq - s
+        self._due_in(self.ids[p], item(END, p) - seq)
 
     def _reindex(self) -> None:
         """Recount `by_residue` and the finish heap from the rows (after rows changed in bulk)."""
@@ -387,18 +400,20 @@ class RunningSet:
         """Take the request at position p out; returns its (id, class, computed, prompt + generated)."""
         n = len(self.ids)
         i, c = self.ids[p], self.cls[p]
-        comp, seq = self.comp_seq(p)
-        F = self.F
-        prompt = int(F[PROMPT, p])
-        self.by_residue[int(F[COMP, p]) % self.bs][c] -= 1
+        F, s = self.F, self.shift
+        item = F.item
+        stored = item(COMP, p)
+        comp, seq = stored + s, item(SEQ, p) + s
+        self.by_residue[stored % self.bs][c] -= 1
         self._due_at.pop(i, None)
         self.ctx -= comp
-        self.n_top -= int(F[TOP, p])
-        if seq - comp == 1 and seq > prompt:
+        self.n_top -= item(TOP, p)
+        if seq - comp == 1 and seq > item(PROMPT, p):
             self.n_dec -= 1
-        if seq >= int(F[END, p]):
+        if seq >= item(END, p):
             self.done.remove(i)
-        F[:, p : n - 1] = F[:, p + 1 : n]
+        if p < n - 1:
+            F[:, p : n - 1] = F[:, p + 1 : n]
         del self.ids[p], self.cls[p]
         return i, c, comp, seq
 
