@@ -78,7 +78,6 @@ class Result:
 
 def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog, steps: StepLog,
                  t_end: float, wall_s: float, gateway=None) -> Result:
-    names = rs.class_names
     seg = log.segments()
     waits = _waits(rs, seg)
     requests = _requests(sc, rs, log, waits)
@@ -88,10 +87,7 @@ def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog,
                                                 "short_by_blocks", "eta_s", "replica", "wait"])
     holders = _holders(rs, log, seg)
     admissions = _admissions(rs, log)
-    per_step = pd.DataFrame({c: steps.column(c)
-                             for c in ("dt_s", "prefill_tokens", "decode_tokens", "kv_used", "reserve_idle")})
-    per_step["waiting"] = sum(steps.column(f"waiting_{n}") for n in names) if names else 0
-    summary = summarize(sc, mem, requests, per_step, alerts, t_end, wall_s)
+    summary = summarize(sc, mem, requests, steps.totals(), alerts, t_end, wall_s)
     if gateway is not None:
         gateway_summary(summary, requests, gateway.inversions)
     return Result(sc, mem, requests, waits, alerts, summary, holders, admissions, steps)

@@ -255,7 +255,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
 
         env.process(_router(env, first, due, route, shared, clock))
         env.run(until=until_sim)
-    t_end = max((rep_end for rep_end in _ends(steps)), default=0.0)
+    steps.seal()  # the log is complete: compact it before the frames are built
+    t_end = steps.end() or 0.0
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
     log.finish(max(t_end, until) if len(left) else t_end)
@@ -287,13 +288,6 @@ def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: C
                 yield env.timeout(nxt - env.now)
         else:
             yield env.timeout(every)
-
-
-def _ends(steps: StepLog):
-    """The end of the last step (per the log)."""
-    t, dt = steps.column("t_s"), steps.column("dt_s")
-    if len(t):
-        yield float((t + dt).max())
 
 
 def _allowed_replicas(sc: Scenario, names: list[str]) -> list[list[int]]:
