@@ -151,9 +151,10 @@ class WaitLog:
         return {n: np.concatenate([c[j] for c in self.closed]) for j, n in enumerate(self.SEGMENT_COLUMNS)}
 
     def admissions(self) -> dict[str, np.ndarray]:
-        """Every admission (first or after a preemption) as columns."""
+        """Every admission (first or after a preemption) as columns: views of the log's buffers,
+        not copies (read when the run is over; the log then takes no more admissions)."""
         names = ("request", "t_s", "dt_s", "step", "replica", "need_blocks")
-        return {n: np.frombuffer(a, dtype=np.float64 if n in ("t_s", "dt_s") else np.int64).copy()
+        return {n: np.frombuffer(a, dtype=np.float64 if n in ("t_s", "dt_s") else np.int64)
                 for n, a in zip(names, self.adm)}
 
     def _admissions(self, replica: int, k: int, t: float, dt: float, admitted: list[int]) -> None:

@@ -38,14 +38,25 @@ from .workload import build
 
 class StaticFeed:
     """Arrivals known in advance (sorted), plus follow-up pieces released while running.
-    `next_t` is the time of the next arrival (inf: none known)."""
+    `next_t` is the time of the next arrival (inf: none known).
+
+    The arrays stay numpy; only a window of `WINDOW` arrivals at a time is a Python list (what
+    `bisect` and slicing are fast on), so a million arrivals do not cost a million Python floats."""
 
     strict = False  # polled at step boundaries: an arrival at a boundary is taken at that boundary
+    WINDOW = 4096
 
     def __init__(self, ids: np.ndarray, times: np.ndarray):
-        self.ids, self.times, self.pos = ids.tolist(), times.tolist(), 0
+        self._ids, self._times = ids, times
+        self._load(0)
         self.later: list[tuple[float, int]] = []
         self.next_t = self.times[0] if self.times else math.inf
+
+    def _load(self, start: int) -> None:
+        """Make arrivals [start, start + WINDOW) the current window."""
+        self.base, self.pos = start, 0
+        self.ids = self._ids[start:start + self.WINDOW].tolist()
+        self.times = self._times[start:start + self.WINDOW].tolist()
 
     def add(self, i: int, t: float) -> None:
         heapq.heappush(self.later, (t, i))
@@ -53,12 +64,17 @@ class StaticFeed:
 
     def __call__(self, now: float) -> list[int]:
         """The ids due by `now` (and `next_t` moves on)."""
-        j = bisect.bisect_right(self.times, now, self.pos)
-        due = self.ids[self.pos:j]
-        self.pos = j
+        due: list[int] = []
+        while True:
+            j = bisect.bisect_right(self.times, now, self.pos)
+            due += self.ids[self.pos:j]
+            self.pos = j
+            if j < len(self.times) or self.base + j >= len(self._times):
+                break
+            self._load(self.base + j)  # the window is used up: the next one
         while self.later and self.later[0][0] <= now:
             due.append(heapq.heappop(self.later)[1])
-        nxt = self.times[j] if j < len(self.times) else math.inf
+        nxt = self.times[self.pos] if self.pos < len(self.times) else math.inf
         self.next_t = min(nxt, self.later[0][0]) if self.later else nxt
         return due
 
@@ -70,13 +86,13 @@ class RouterFeed:
     strict = True
 
     def __init__(self, times: np.ndarray):
-        self.times = times.tolist()
+        self.times = times
         self.pos = 0
-        self.next_t = self.times[0] if self.times else math.inf
+        self.next_t = float(self.times[0]) if len(self.times) else math.inf
 
     def routed(self) -> None:
         self.pos += 1
-        self.next_t = self.times[self.pos] if self.pos < len(self.times) else math.inf
+        self.next_t = float(self.times[self.pos]) if self.pos < len(self.times) else math.inf
 
     def __call__(self, now: float) -> list[int]:
         return []
@@ -264,12 +280,18 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
 
 
 def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock):
-    for i, t in zip(ids.tolist(), times.tolist()):
+    for i, t in _pairs(ids, times):
         at = clock.to_sim(t)
         if at > env.now:
             yield env.timeout(at - env.now)
         feed.routed()
         route(i, t)
+
+
+def _pairs(ids: np.ndarray, times: np.ndarray, window: int = 4096):
+    """(id, time) as Python numbers, converted a window at a time (not a million at once)."""
+    for k in range(0, len(ids), window):
+        yield from zip(ids[k:k + window].tolist(), times[k:k + window].tolist())
 
 
 def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: Clock):
