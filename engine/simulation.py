@@ -46,8 +46,9 @@ class StaticFeed:
     strict = False  # polled at step boundaries: an arrival at a boundary is taken at that boundary
     WINDOW = 4096
 
-    def __init__(self, ids: np.ndarray, times: np.ndarray):
+    def __init__(self, ids: np.ndarray, times: np.ndarray, tidy=None):
         self._ids, self._times = ids, times
+        self.tidy = tidy  # called at each poll, between steps (the step log compacts itself)
         self._load(0)
         self.later: list[tuple[float, int]] = []
         self.next_t = self.times[0] if self.times else math.inf
@@ -64,6 +65,8 @@ class StaticFeed:
 
     def __call__(self, now: float) -> list[int]:
         """The ids due by `now` (and `next_t` moves on)."""
+        if self.tidy is not None:
+            self.tidy()
         due: list[int] = []
         while True:
             j = bisect.bisect_right(self.times, now, self.pos)
@@ -105,10 +108,12 @@ class GatewayFeed:
     strict = True
     next_t = -math.inf  # called at every boundary
 
-    def __init__(self, gateway: Gateway):
+    def __init__(self, gateway: Gateway, tidy):
         self.gateway = gateway
+        self.tidy = tidy  # called at each boundary (the step log compacts itself)
 
     def __call__(self, now: float) -> list[int]:
+        self.tidy()
         self.gateway.pump(now)
         return []
 
@@ -240,7 +245,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     gateway = None
     if gw_spec is not None:  # arrivals reach the gateway; it dispatches at arrivals and step boundaries
         gateway = Gateway(gw_spec, rs, replicas, names, wl.class_priority)
-        feed = GatewayFeed(gateway)
+        feed = GatewayFeed(gateway, steps.compact)
         if gw_spec.scrape_interval_s > 0:
             env.process(_scraper(env, gateway, gw_spec.scrape_interval_s, clock))
         for rep in replicas:
@@ -249,11 +254,11 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
         def route(j: int, t: float) -> None:
             gateway.arrive(j, t)
 
-        env.process(_router(env, first, due, route, RouterFeed(due), clock))
+        env.process(_router(env, first, due, route, RouterFeed(due), clock, steps.compact))
         env.run(until=until_sim)
         gateway.finish()
     elif len(replicas) == 1:  # no router: the replica's loop runs without SimPy
-        feed = StaticFeed(first, due)
+        feed = StaticFeed(first, due, steps.compact)
 
         def route(j: int, t: float) -> None:
             feed.add(j, t)
@@ -269,7 +274,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
             best = min(allowed, key=lambda k: (replicas[k].load, k))
             replicas[best].submit(j)
 
-        env.process(_router(env, first, due, route, shared, clock))
+        env.process(_router(env, first, due, route, shared, clock, steps.compact))
         env.run(until=until_sim)
     steps.seal()  # the log is complete: compact it before the frames are built
     t_end = steps.end() or 0.0
@@ -279,13 +284,16 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
 
 
-def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock):
+def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock,
+            tidy):
+    """Hands each arrival over at its time (and, between steps, lets the step log compact itself)."""
     for i, t in _pairs(ids, times):
         at = clock.to_sim(t)
         if at > env.now:
             yield env.timeout(at - env.now)
         feed.routed()
         route(i, t)
+        tidy()
 
 
 def _pairs(ids: np.ndarray, times: np.ndarray, window: int = 4096):

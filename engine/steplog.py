@@ -7,11 +7,13 @@ that change inside a run — the step time and the KV blocks per class — are k
 side arrays. `expand()` turns the log back into one row per step, value for value what stepping
 one at a time would have logged.
 
-While the run appends, rows go into typed buffers (times as float64, every count as int32: blocks
-≤ 10M, tokens ≤ 1M per step). When it ends (`seal`, or the first read) the rows are grouped by
-replica and each count column is kept in the smallest integer type that holds its values, so a
-day of traffic (7.7M steps) stays within memory; what the summary needs is computed from the
-run-length rows (`totals`), and one value per step is built only for a consumer that asks.
+Rows are appended to typed buffers (times as float64, every count as int32: blocks ≤ 10M, tokens
+≤ 1M per step); every `CHUNK_ROWS` rows (`compact`, called between steps by the run's driver)
+and when the run ends (`seal`, or the first read) they move into compact columns, each count in
+the smallest integer type that holds its values, and the rows are grouped by replica. So a day
+of traffic (7.7M steps) stays within memory while it runs; what the summary needs is computed
+from the run-length rows (`totals`), and one value per step is built only for a consumer that
+asks (`column`, `expand`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ COLUMNS = ("replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_s
            *WAITING_FOR)
 _INT = [c for c in COLUMNS if c not in ("t_s", "dt_s")]
 _SMALL = (np.int8, np.int16, np.int32)
+CHUNK_ROWS = 1 << 16  # rows per compacted chunk (8 MiB of typed buffers for three classes)
 
 
 def _compact(a: np.ndarray) -> np.ndarray:
@@ -75,8 +78,10 @@ class StepLog:
         self.run_dt = array("d")  # step time,
         self.run_kv = array("i")  # and KV blocks per class during the step
         self.run_rows = array("q")  # per run: its row (in logging order), first and last step in the side arrays
-        self._rows: dict[str, np.ndarray] | None = None  # sealed rows, grouped by replica (`seal`)
-        self._side: dict[str, np.ndarray] = {}  # sealed side arrays (t, dt, kv_<class>), runs in row order
+        # compacted rows and side arrays (t, dt, kv_<class>: the runs' steps, in row order); in
+        # logging order until sealed, then grouped by replica
+        self._chunks: list[tuple[dict, dict]] = []
+        self._grouped = False
 
     def add(self, t: float, dt: float, ints: list[int]) -> None:
         """One step: `ints` = _INT columns, then running, waiting and KV blocks per class."""
@@ -108,137 +113,167 @@ class StepLog:
     def _row_names(self) -> list[str]:
         return [*_INT, "steps", *(f"{kind}_{n}" for kind in ("running", "waiting", "kv") for n in self.names)]
 
-    def seal(self) -> None:
-        """Move the appended rows into compact columns, grouped by replica, and free the buffers.
+    def compact(self, at_least: int = CHUNK_ROWS) -> None:
+        """Move the rows appended so far into a compact chunk once there are `at_least` of them.
 
-        Called when the run ends (reads seal first). Rows appended after a seal are merged in at
-        the next one: sealed rows come first within each replica, as they were logged first."""
-        if not len(self.times):
-            if self._rows is None:
-                self._rows, self._side = self._empty()
+        The run's driver calls this between steps now and then (each time it polls for
+        arrivals), so the typed buffers never hold more than about a chunk: a day of traffic is
+        kept at the compact size while it runs, not only after it."""
+        if len(self.times) < 2 * at_least:
             return
         c, names = len(self.names), self._row_names()
         times = np.frombuffer(self.times, dtype=np.float64).reshape(-1, 2)
-        rows = {"t_s": times[:, 0], "dt_s": times[:, 1]}  # views: the buffer is kept, not copied
+        rows = {"t_s": times[:, 0].copy(), "dt_s": times[:, 1].copy()}
         ints = np.frombuffer(self.ints, dtype=np.int32).reshape(-1, self.n_int)
         rows.update({name: _compact(ints[:, j]) for j, name in enumerate(names)})
-        del ints
-        self.ints = array("i")  # (the int buffer is freed here: only compact copies are left)
         kv = np.frombuffer(self.run_kv, dtype=np.int32).reshape(-1, c)
-        side = {"t": np.frombuffer(self.run_t, dtype=np.float64), "dt": np.frombuffer(self.run_dt, dtype=np.float64)}
+        side = {"t": np.frombuffer(self.run_t, dtype=np.float64).copy(),
+                "dt": np.frombuffer(self.run_dt, dtype=np.float64).copy()}
         side.update({f"kv_{n}": _compact(kv[:, j]) for j, n in enumerate(self.names)})
-        del kv
-        runs = np.frombuffer(self.run_rows, dtype=np.int64).reshape(-1, 3).copy()
-        self.times, self.run_t, self.run_dt, self.run_kv, self.run_rows = (
-            array("d"), array("d"), array("d"), array("i"), array("q"))
-        if self._rows is not None:  # rows appended after an earlier seal
-            rows, side, runs = self._merged(rows, side, runs)
-        self._rows, self._side = self._grouped(rows, side, runs)
+        del times, ints, kv
+        self._chunks.append((rows, side))
+        self._grouped = False
+        # `run_rows` is not needed: a chunk's runs are its rows with steps > 1, in order, and the
+        # side arrays hold their steps in that order
+        self.times, self.ints, self.run_t, self.run_dt, self.run_kv, self.run_rows = (
+            array("d"), array("i"), array("d"), array("d"), array("i"), array("q"))
 
-    def _empty(self):
-        rows = {name: np.empty(0, np.int8) for name in self._row_names()}
-        rows["t_s"], rows["dt_s"] = np.empty(0), np.empty(0)
-        side = {"t": np.empty(0), "dt": np.empty(0), **{f"kv_{n}": np.empty(0, np.int8) for n in self.names}}
-        return rows, side
+    def seal(self) -> None:
+        """The run is over: every row in compact chunks, grouped by replica; buffers freed.
 
-    def _merged(self, rows, side, runs):
-        old, old_side = self._rows, self._side
-        steps = old["steps"].astype(np.int64)
-        at = np.flatnonzero(steps > 1)
-        ends = np.cumsum(steps[at])
-        old_runs = np.stack([at, ends - steps[at], ends], axis=1) if len(at) else np.empty((0, 3), np.int64)
-        runs = np.concatenate([old_runs, runs + np.array([len(steps), len(old_side["t"]), len(old_side["t"])])])
-        rows = {k: np.concatenate([old[k], v]) for k, v in rows.items()}
-        side = {k: np.concatenate([old_side[k], v]) for k, v in side.items()}
-        return rows, side, runs
+        Reads seal first. Rows appended after a seal are merged in at the next one: sealed rows
+        come first within each replica, as they were logged first. The chunks are kept as they
+        are (reads put one column together at a time): joining them into one array per column
+        would hold both copies at once, and the small freed chunks would stay resident."""
+        if len(self.times) or not self._chunks:
+            self.compact(at_least=0)
+        if not self._grouped:
+            self._chunks = _by_replica(self._chunks)
+            self._grouped = True
 
-    @staticmethod
-    def _grouped(rows, side, runs):
-        """Rows grouped by replica (each replica logs its own steps in time order), and the side
-        arrays' runs in the order their rows are then read."""
-        rep = rows["replica"]
-        if not len(rep) or (rep == rep[0]).all():
-            return rows, side
-        order = np.argsort(rep, kind="stable")
-        rows = {k: v[order] for k, v in rows.items()}
-        if len(runs):
-            rank = np.empty(len(order), np.int64)
-            rank[order] = np.arange(len(order))
-            runs = runs[np.argsort(rank[runs[:, 0]], kind="stable")]
-            take = np.concatenate([np.arange(a, b) for a, b in runs[:, 1:].tolist()])
-            side = {k: v[take] for k, v in side.items()}
-        return rows, side
-
-    def _sealed(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        if self._rows is None or len(self.times):
+    def _read(self) -> list[tuple[dict, dict]]:
+        if len(self.times) or not self._grouped or not self._chunks:
             self.seal()
-        return self._rows, self._side
+        return self._chunks
 
     # -- reading ------------------------------------------------------------------------------
     @property
     def steps(self) -> int:
-        rows, _ = self._sealed()
-        return int(rows["steps"].sum(dtype=np.int64))
+        return sum(int(rows["steps"].sum(dtype=np.int64)) for rows, _ in self._read())
 
     def runs(self) -> pd.DataFrame:
         """The log as stored: one row per step or run (`steps` > 1), KV columns of its first step."""
-        rows, _ = self._sealed()
-        cols = {"replica": rows["replica"].astype(np.int32), "t_s": rows["t_s"].copy(), "dt_s": rows["dt_s"].copy()}
-        for c in self._row_names()[1:]:
-            cols[c] = rows[c].astype(np.int32)
+        chunks = self._read()
+        cols = {name: _joined([rows[name] for rows, _ in chunks], np.float64 if name in ("t_s", "dt_s") else np.int32)
+                for name in ["replica", "t_s", "dt_s", *self._row_names()[1:]]}
         return pd.DataFrame(cols, copy=False)
 
     def column(self, name: str) -> np.ndarray:
         """One column expanded to one value per step (what `expand()[name]` holds): float64 for
-        times, int32 for counts."""
-        rows, side = self._sealed()
-        steps = rows["steps"]
-        in_run = np.repeat(steps > 1, steps) if len(side["t"]) else None  # every step of a run
-        return self._column(name, rows, side, steps, in_run)
+        times, int32 for counts. KV used/free are the sums over the classes' KV when the log
+        has runs (a run's per-step KV lives per class), as logged otherwise."""
+        chunks = self._read()
+        return self._column(name, chunks, any(len(side["t"]) for _, side in chunks))
 
-    def _column(self, name, rows, side, steps, in_run) -> np.ndarray:
-        if name in ("kv_used", "kv_free") and in_run is not None:  # Σ KV per class (a run's change per step)
-            used = np.zeros(int(steps.sum(dtype=np.int64)), np.int32)
-            for n in self.names:
-                used += self._column(f"kv_{n}", rows, side, steps, in_run)
-            return used if name == "kv_used" else np.int32(self.capacity) - used
+    def _column(self, name: str, chunks, kv_sum: bool) -> np.ndarray:
         times = name in ("t_s", "dt_s")
-        out = np.repeat(rows[name].astype(np.float64 if times else np.int32, copy=False), steps)
-        if in_run is not None and (times or name.startswith("kv_")):
-            out[in_run] = side[name[:-2] if times else name]
+        out = np.empty(sum(int(rows["steps"].sum(dtype=np.int64)) for rows, _ in chunks),
+                       np.float64 if times else np.int32)
+        pos = 0
+        for rows, side in chunks:
+            steps = rows["steps"]
+            part = out[pos:pos + int(steps.sum(dtype=np.int64))]
+            pos += len(part)
+            if name in ("kv_used", "kv_free") and kv_sum:
+                part[:] = 0
+                for n in self.names:
+                    part += _per_step(rows, side, f"kv_{n}", steps)
+                if name == "kv_free":
+                    np.subtract(np.int32(self.capacity), part, out=part)
+            else:
+                part[:] = _per_step(rows, side, name, steps)
         return out
 
     def expand(self) -> pd.DataFrame:
         """One row per step, exactly as stepping one at a time logs it (built column by column)."""
-        rows, side = self._sealed()
-        steps = rows["steps"]
-        in_run = np.repeat(steps > 1, steps) if len(side["t"]) else None
+        chunks = self._read()
+        kv_sum = any(len(side["t"]) for _, side in chunks)
         names = ["replica", "t_s", "dt_s", *self._row_names()[1:]]
         names.remove("steps")
-        return pd.DataFrame({c: self._column(c, rows, side, steps, in_run) for c in names}, copy=False)
+        return pd.DataFrame({c: self._column(c, chunks, kv_sum) for c in names}, copy=False)
 
     def end(self) -> float | None:
         """The end of the last step (None if there was none)."""
-        rows, side = self._sealed()
-        if not len(rows["t_s"]):
-            return None
-        end = float((rows["t_s"] + rows["dt_s"]).max())
-        return max(end, float((side["t"] + side["dt"]).max())) if len(side["t"]) else end
+        ends = [float((t + dt).max()) for rows, side in self._read()
+                for t, dt in ((rows["t_s"], rows["dt_s"]), (side["t"], side["dt"])) if len(t)]
+        return max(ends) if ends else None
 
     def totals(self) -> StepTotals:
         """The summary's step figures (see `StepTotals`), without a frame of one row per step."""
-        rows, side = self._sealed()
-        steps = rows["steps"].astype(np.int64)
-        tokens = rows["prefill_tokens"].astype(np.int64) + rows["decode_tokens"]
-        waiting = np.zeros(len(steps), np.int64)
-        for n in self.names:
-            waiting += rows[f"waiting_{n}"]
-        loaded = waiting > 0
-        in_run = np.repeat(steps > 1, steps) if len(side["t"]) else None
-        dt = pd.Series(self._column("dt_s", rows, side, steps, in_run))
-        busy = float(dt.sum())
-        kv_block_s = float((pd.Series(self._column("kv_used", rows, side, steps, in_run)) * dt).sum())
-        return StepTotals(
-            steps=int(steps.sum()), tokens=int((tokens * steps).sum()),
-            loaded_tokens=int((tokens * steps)[loaded].sum()), loaded_steps=int(steps[loaded].sum()),
-            reserve_idle=int((rows["reserve_idle"].astype(np.int64) * steps).sum()), busy_s=busy, kv_block_s=kv_block_s)
+        chunks = self._read()
+        n = tokens = loaded_tokens = loaded_steps = reserve_idle = 0
+        for rows, _ in chunks:
+            steps = rows["steps"].astype(np.int64)
+            work = (rows["prefill_tokens"].astype(np.int64) + rows["decode_tokens"]) * steps
+            waiting = np.zeros(len(steps), np.int64)
+            for name in self.names:
+                waiting += rows[f"waiting_{name}"]
+            n += int(steps.sum())
+            tokens += int(work.sum())
+            loaded_tokens += int(work[waiting > 0].sum())
+            loaded_steps += int(steps[waiting > 0].sum())
+            reserve_idle += int((rows["reserve_idle"].astype(np.int64) * steps).sum())
+        # the float sums: over one value per step in log order, as the expanded frame sums them
+        dt = self._column("dt_s", chunks, True)
+        busy = float(pd.Series(dt).sum())
+        kv = self._column("kv_used", chunks, True).astype(np.float64)  # (exact: counts < 2^53)
+        kv *= dt  # = KV used × step time, the int × float product the frame would take
+        del dt
+        return StepTotals(steps=n, tokens=tokens, loaded_tokens=loaded_tokens, loaded_steps=loaded_steps,
+                          reserve_idle=reserve_idle, busy_s=busy, kv_block_s=float(pd.Series(kv).sum()))
+
+
+def _per_step(rows: dict, side: dict, name: str, steps: np.ndarray) -> np.ndarray:
+    """One chunk's column, one value per step: the row's value repeated over its steps, with the
+    per-step values of runs (times, KV per class) from the side arrays."""
+    key = {"t_s": "t", "dt_s": "dt"}.get(name, name)
+    if not (len(side["t"]) and key in side):
+        return np.repeat(rows[name], steps)
+    out = np.repeat(rows[name].astype(np.result_type(rows[name], side[key])), steps)  # (each compacted alone)
+    out[np.repeat(steps > 1, steps)] = side[key]
+    return out
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    out = np.empty(sum(len(p) for p in parts), dtype)
+    pos = 0
+    for p in parts:
+        out[pos:pos + len(p)] = p
+        pos += len(p)
+    return out
+
+
+def _by_replica(chunks: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+    """The chunks split by replica, each replica's pieces in logging order, replicas in order
+    (each replica logs its own steps in time order). A chunk of one replica is kept as it is."""
+    pieces: dict[int, list] = {}
+    empty = chunks[:1]
+    for k in range(len(chunks)):
+        rows, side = chunks[k]
+        chunks[k] = None  # (each chunk is freed as soon as it is split)
+        reps = np.unique(rows["replica"]).tolist()
+        for r in reps:
+            piece = (rows, side) if len(reps) == 1 else _select(rows, side, rows["replica"] == r)
+            pieces.setdefault(r, []).append(piece)
+    return [piece for r in sorted(pieces) for piece in pieces[r]] or empty
+
+
+def _select(rows: dict, side: dict, keep: np.ndarray) -> tuple[dict, dict]:
+    """The rows `keep` of a chunk, and the side-array steps of the runs among them."""
+    steps = rows["steps"].astype(np.int64)
+    length = np.where(steps > 1, steps, 0)
+    start = np.cumsum(length) - length  # where each row's run starts in the side arrays
+    runs = np.flatnonzero(keep & (length > 0))
+    k = length[runs]
+    take = np.repeat(start[runs] - (np.cumsum(k) - k), k) + np.arange(int(k.sum()))
+    return {name: v[keep] for name, v in rows.items()}, {name: v[take] for name, v in side.items()}
