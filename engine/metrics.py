@@ -66,9 +66,14 @@ def logical_requests(req: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# what `class_summary` reads of a class's rows (it copies only these)
+_CLASS_COLUMNS = ("status", "reason", "prompt_tokens", "first_scheduled_s", "ttft_s", "tpot_s", "e2e_s", "queue_wait_s",
+                  "blocked_s", "inversion_s", "cached_tokens", "cached_tokens_all")
+
+
 def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
     spec = sc.request_class(name)
-    r = req[(req["class"] == name) & req["measured"]]
+    r = req.loc[(req["class"] == name) & req["measured"], [c for c in _CLASS_COLUMNS if c in req]]
     done = r["status"] == "finished"
     slo = spec.slo
     if slo.ttft_s is None and slo.tpot_s is None:

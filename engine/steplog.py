@@ -175,10 +175,10 @@ class StepLog:
         chunks = self._read()
         return self._column(name, chunks, any(len(side["t"]) for _, side in chunks))
 
-    def _column(self, name: str, chunks, kv_sum: bool, dtype=None) -> np.ndarray:
+    def _column(self, name: str, chunks, kv_sum: bool) -> np.ndarray:
         times = name in ("t_s", "dt_s")
         out = np.empty(sum(int(rows["steps"].sum(dtype=np.int64)) for rows, _ in chunks),
-                       dtype or (np.float64 if times else np.int32))
+                       np.float64 if times else np.int32)
         pos = 0
         for rows, side in chunks:
             steps = rows["steps"]
@@ -226,11 +226,17 @@ class StepLog:
         # the float sums: over one value per step in log order, as the expanded frame sums them
         dt = self._column("dt_s", chunks, True)
         busy = float(pd.Series(dt).sum())
-        kv = self._column("kv_used", chunks, True, np.float64)  # (counts as floats: exact below 2^53)
-        kv *= dt  # = KV used × step time, the int × float product the frame would take
-        del dt
+        pos = 0
+        for rows, side in chunks:  # dt becomes KV used × step time in place, a chunk at a time
+            steps = rows["steps"]
+            part = dt[pos:pos + int(steps.sum(dtype=np.int64))]
+            pos += len(part)
+            kv = np.zeros(len(part))  # (counts as floats: exact below 2^53, the product the frame takes)
+            for name in self.names:
+                kv += _per_step(rows, side, f"kv_{name}", steps)
+            part *= kv
         return StepTotals(steps=n, tokens=tokens, loaded_tokens=loaded_tokens, loaded_steps=loaded_steps,
-                          reserve_idle=reserve_idle, busy_s=busy, kv_block_s=float(pd.Series(kv).sum()))
+                          reserve_idle=reserve_idle, busy_s=busy, kv_block_s=float(pd.Series(dt).sum()))
 
 
 def _per_step(rows: dict, side: dict, name: str, steps: np.ndarray) -> np.ndarray:
