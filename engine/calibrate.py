@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 def _fit(rows) -> None:
     """Least-squares constants (negative ones dropped and refitted) for seconds and MiB, on the
     relative error (a 0.1 s run counts as much as a 10 s one)."""
+    from .limits import values_per_step
 
     def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         keep = np.ones(a.shape[1], dtype=bool)
@@ -155,7 +156,7 @@ def _fit(rows) -> None:
         a.append([1.0, w.requests, w.steps - ps, ps, w.steps * w.classes, 0 if skip else qs, qs if skip else 0,
                   qs if aging else 0])
         b.append(m["cpu_s"])
-        am.append([1.0, w.requests, w.steps * (11 + 3 * w.classes), qs])
+        am.append([1.0, w.requests, w.steps * values_per_step(w.classes), qs])
         bm.append(m["peak_mib"])
     a, b, am, bm = map(np.array, (a, b, am, bm))
     x = nnls(a / b[:, None], np.ones(len(b)))

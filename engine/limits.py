@@ -22,7 +22,8 @@ The model (constants measured with `python -m engine.calibrate`, see the README)
   backlog above): waiting requests are what a step walks;
 - seconds ≈ base + a·R + b·(decode-only steps) + b'·(steps with prefill) + c·S·classes + d·S·Q
   (d larger for `backfill`, which walks the whole queue), and memory ≈ base + per request + per
-  step-log value (11 + 3 per class per step) + per waiting request-step.
+  step-log value (`values_per_step`: its columns + 3 per class, per step: the app expands the
+  log to one row per step) + per waiting request-step.
 The estimate errs high (it is a cap, not a prediction): see the README for measured ratios.
 """
 
@@ -56,11 +57,19 @@ GATEWAY_SLOWDOWN = 1.5
 # The sglang engine decides every step in Python over the running rows (no plans, no multi-step
 # runs): stress-100k took 48.0 s for 130,300 steps with up to 256 running (vLLM engine: 8.4 s).
 SEC_PER_SGLANG_STEP = 370e-6
-MIB_BASE = 130.0
-MIB_PER_REQUEST = 1.4e-3
-MIB_PER_STEP_VALUE = 48e-6  # 8 bytes per value of the step log, about 5 copies while frames are built
-MIB_PER_QUEUE_STEP = 0.33e-6
+# Memory: refitted after the step log became compact and the summary stopped expanding it
+# (2026-12-01; × 1.25). The calibration run expands the log to one row per step, as the app does:
+# about 4 bytes per count and 8 per time, plus the building.
+MIB_BASE = 156.0
+MIB_PER_REQUEST = 0.58e-3
+MIB_PER_STEP_VALUE = 7.9e-6
+MIB_PER_QUEUE_STEP = 0.31e-6
 SAMPLES = 2048  # lengths drawn per class for the means (deterministic seed)
+
+
+def values_per_step(classes: int) -> int:
+    """Values in a step's row of the step log (its columns, and running, waiting and KV blocks per class)."""
+    return len(COLUMNS) + 3 * classes
 
 
 class WorkLimitError(ScenarioError):
@@ -199,7 +208,7 @@ def estimate_work(sc: Scenario) -> Work:
         queue_steps += qs
         prefill_steps += min(st, mix.prefill_own)
     n_cls = len(names)
-    values_per_step = len(COLUMNS) + 3 * n_cls  # the step log's values per step
+    per_step = values_per_step(n_cls)
     aging = sc.mitigations.aging_s > 0 and s.policy != "fcfs"
     seconds = (SEC_BASE + SEC_PER_REQUEST * requests + SEC_PER_STEP * (steps - prefill_steps)
                + SEC_PER_PREFILL_STEP * prefill_steps + SEC_PER_STEP_CLASS * steps * n_cls
@@ -207,7 +216,7 @@ def estimate_work(sc: Scenario) -> Work:
                + (SEC_PER_SGLANG_STEP * steps if s.engine == "sglang" else 0.0))
     if sc.gateway is not None and sc.gateway.enabled:
         seconds *= GATEWAY_SLOWDOWN
-    memory = (MIB_BASE + MIB_PER_REQUEST * requests + MIB_PER_STEP_VALUE * steps * values_per_step
+    memory = (MIB_BASE + MIB_PER_REQUEST * requests + MIB_PER_STEP_VALUE * steps * per_step
               + MIB_PER_QUEUE_STEP * queue_steps)
     min_dt = cost(1, 1.0, 1)
     hard = sc.replicas.count * (sc.duration_s + sc.drain_limit_s) / min_dt

@@ -20,6 +20,7 @@ import pandas as pd
 from .memory import MemoryBreakdown
 from .reasons import SHED, SHED_GATEWAY
 from .scenario import Scenario
+from .steplog import StepTotals
 
 SHED_PREFIXES = (SHED, SHED_GATEWAY)  # vLLM's API server (503) and the gateway (429)
 
@@ -65,9 +66,14 @@ def logical_requests(req: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# what `class_summary` reads of a class's rows (it copies only these)
+_CLASS_COLUMNS = ("status", "reason", "prompt_tokens", "first_scheduled_s", "ttft_s", "tpot_s", "e2e_s", "queue_wait_s",
+                  "blocked_s", "inversion_s", "cached_tokens", "cached_tokens_all")
+
+
 def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
     spec = sc.request_class(name)
-    r = req[(req["class"] == name) & req["measured"]]
+    r = req.loc[(req["class"] == name) & req["measured"], [c for c in _CLASS_COLUMNS if c in req]]
     done = r["status"] == "finished"
     slo = spec.slo
     if slo.ttft_s is None and slo.tpot_s is None:
@@ -111,29 +117,29 @@ def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
     }
 
 
-def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.DataFrame,
+def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: StepTotals,
               alerts: pd.DataFrame, t_end: float, wall_s: float) -> dict:
     logical = logical_requests(req)
     names = sc.class_names
-    tokens = steps["prefill_tokens"] + steps["decode_tokens"] if len(steps) else pd.Series(dtype=float)
-    busy = float(steps["dt_s"].sum()) if len(steps) else 0.0
-    kv_util = float((steps["kv_used"] * steps["dt_s"]).sum() / busy / mem.usable_blocks) if busy else 0.0
+    busy = steps.busy_s
+    kv_util = steps.kv_block_s / busy / mem.usable_blocks if busy else 0.0
     budget = sc.scheduler.max_num_batched_tokens
-    waiting = steps["waiting"] if len(steps) else None
-    loaded = tokens[waiting > 0] if len(steps) and (waiting > 0).any() else tokens
+    n = steps.steps
+    # steps that left requests waiting (all steps if none did)
+    loaded, loaded_n = (steps.loaded_tokens, steps.loaded_steps) if steps.loaded_steps else (steps.tokens, n)
     out_tokens = int(req.loc[req["status"] == "finished", "output_tokens"].sum())
     return {
         "scenario": sc.name,
         "seed": sc.seed,
         "kv_blocks": int(mem.blocks),
-        "steps": int(len(steps)),
+        "steps": n,
         "sim_time_s": float(t_end),
         "wall_time_s": float(wall_s),
         "throughput_tok_s": out_tokens / t_end if t_end > 0 else 0.0,
-        "processed_tok_s": float(tokens.sum()) / t_end if t_end > 0 else 0.0,
+        "processed_tok_s": float(steps.tokens) / t_end if t_end > 0 else 0.0,
         "kv_util_mean": kv_util,
-        "mean_batch_tokens": float(tokens.mean()) if len(tokens) else 0.0,
-        "batch_fill": float(loaded.mean()) / budget if len(loaded) else 0.0,
+        "mean_batch_tokens": float(steps.tokens) / n if n else 0.0,
+        "batch_fill": float(loaded) / loaded_n / budget if loaded_n else 0.0,
         "preemptions": int(req["preemptions"].sum()),
         "recomputed_tokens": int(req["recomputed_tokens"].sum()),
         "cached_tokens": int(req["cached_tokens_all"].sum()),
@@ -141,7 +147,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: pd.D
         "shed": int(req["reason"].astype(str).str.startswith(SHED_PREFIXES).sum()),
         "unfinished": int((req["status"] == "unfinished").sum()),
         "alerts": int(len(alerts)),
-        "reserve_idle_token_frac": float(steps["reserve_idle"].sum()) / (budget * len(steps)) if len(steps) else 0.0,
+        "reserve_idle_token_frac": float(steps.reserve_idle) / (budget * n) if n else 0.0,
         "gpus": int(sc.replicas.count * sc.hardware.num_gpus),
         "classes": {name: class_summary(sc, logical, name) for name in names},
     }

@@ -57,18 +57,20 @@ class WaitLog:
         self.cur = np.zeros(n, np.int8)  # reason of the open segment (0: none open)
         self.wait_since = np.full(n, np.nan)
         self.inversion_s = np.zeros(n)
-        self.inv_last = np.full(n, -2, np.int64)  # the last step in which it was inverted
-        self.inv_episodes = np.zeros(n, np.int64)
+        # counts, steps, blocks, request and segment ids: int32 (a run of 2^31 of any is far past
+        # the work limits), 4 bytes a request each
+        self.inv_last = np.full(n, -2, np.int32)  # the last step in which it was inverted
+        self.inv_episodes = np.zeros(n, np.int32)
         self.alerted = np.zeros(n, bool)
         # the open segment of each request, column by column
         self.o_start = np.zeros(n)
-        self.o_need = np.full(n, -1, np.int64)
-        self.o_free = np.full(n, -1, np.int64)
-        self.o_blocker = np.full(n, -1, np.int64)
-        self.o_holders = np.full(n, -1, np.int64)  # index into `snapshots`
+        self.o_need = np.full(n, -1, np.int32)
+        self.o_free = np.full(n, -1, np.int32)
+        self.o_blocker = np.full(n, -1, np.int32)
+        self.o_holders = np.full(n, -1, np.int32)  # index into `snapshots`
         self.o_eta = np.full(n, np.nan)
-        self.o_replica = np.zeros(n, np.int64)
-        self.o_id = np.full(n, -1, np.int64)  # segment id (opening order)
+        self.o_replica = np.zeros(n, np.int32)
+        self.o_id = np.full(n, -1, np.int32)  # segment id (opening order)
         self.n_segments = 0
         self.closed: list[tuple[np.ndarray, ...]] = []  # closed segments, in chunks of columns
         self.snapshots: list[tuple[np.ndarray, ...]] = []  # top holders: (ids, classes, blocks, eta_s)
@@ -151,9 +153,10 @@ class WaitLog:
         return {n: np.concatenate([c[j] for c in self.closed]) for j, n in enumerate(self.SEGMENT_COLUMNS)}
 
     def admissions(self) -> dict[str, np.ndarray]:
-        """Every admission (first or after a preemption) as columns."""
+        """Every admission (first or after a preemption) as columns: views of the log's buffers,
+        not copies (read when the run is over; the log then takes no more admissions)."""
         names = ("request", "t_s", "dt_s", "step", "replica", "need_blocks")
-        return {n: np.frombuffer(a, dtype=np.float64 if n in ("t_s", "dt_s") else np.int64).copy()
+        return {n: np.frombuffer(a, dtype=np.float64 if n in ("t_s", "dt_s") else np.int64)
                 for n, a in zip(names, self.adm)}
 
     def _admissions(self, replica: int, k: int, t: float, dt: float, admitted: list[int]) -> None:

@@ -11,6 +11,7 @@ each transition has exactly one writer.
 
 from __future__ import annotations
 
+from array import array
 from enum import IntEnum
 
 import numpy as np
@@ -44,9 +45,11 @@ class Requests:
         self.cls = wl.cls.astype(np.int64)
         self.prio = wl.class_priority[self.cls]
         self.is_top = self.prio == top_priority
-        # The same static facts as Python lists: the scheduler reads them one request at a time,
-        # where a list lookup is several times cheaper than a numpy scalar read.
-        self.prompt_l, self.output_l = self.prompt.tolist(), self.output.tolist()
+        # The same static facts for the scheduler, which reads them one request at a time, where
+        # a list or array.array lookup is several times cheaper than a numpy scalar read. Lengths
+        # as array('q') (8 bytes a request, not a pointer plus an int object); class and top flag
+        # as lists (their values are shared small ints and bools) for the waiting walk's loop.
+        self.prompt_l, self.output_l = _int_array(self.prompt), _int_array(self.output)
         self.cls_l, self.top_l = self.cls.tolist(), self.is_top.tolist()
         self.parent = wl.parent
         self.next_piece = wl.next_piece
@@ -63,7 +66,7 @@ class Requests:
         self.cached = np.zeros(n, np.int64)  # prefix-cache hit tokens at the first admission
         self.cached_all = np.zeros(n, np.int64)  # and over every admission
         self.replica = np.full(n, -1, np.int64)
-        self.tie = list(range(n))  # the engine queue's tie-break at equal arrival (a gateway's dispatch order)
+        self.tie = _int_array(np.arange(n))  # the queue's tie-break at equal arrival (a gateway's dispatch order)
         self.reason: dict[int, str] = {}
 
     def seq_len(self, i):
@@ -121,3 +124,10 @@ class Requests:
             idx = np.flatnonzero(pieces)
             open_[idx[started]] = True
         return np.flatnonzero(open_)
+
+
+def _int_array(values: np.ndarray) -> array:
+    """Integers as an array('q'): indexing gives Python ints, storage is 8 bytes each."""
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    return out

@@ -78,7 +78,6 @@ class Result:
 
 def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog, steps: StepLog,
                  t_end: float, wall_s: float, gateway=None) -> Result:
-    names = rs.class_names
     seg = log.segments()
     waits = _waits(rs, seg)
     requests = _requests(sc, rs, log, waits)
@@ -88,10 +87,7 @@ def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog,
                                                 "short_by_blocks", "eta_s", "replica", "wait"])
     holders = _holders(rs, log, seg)
     admissions = _admissions(rs, log)
-    per_step = pd.DataFrame({c: steps.column(c)
-                             for c in ("dt_s", "prefill_tokens", "decode_tokens", "kv_used", "reserve_idle")})
-    per_step["waiting"] = sum(steps.column(f"waiting_{n}") for n in names) if names else 0
-    summary = summarize(sc, mem, requests, per_step, alerts, t_end, wall_s)
+    summary = summarize(sc, mem, requests, steps.totals(), alerts, t_end, wall_s)
     if gateway is not None:
         gateway_summary(summary, requests, gateway.inversions)
     return Result(sc, mem, requests, waits, alerts, summary, holders, admissions, steps)
@@ -105,7 +101,11 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
     ttft = rs.first_token - rs.arrival
     out1 = np.maximum(rs.output - 1, 1)
     tpot = np.where(rs.output > 1, (rs.finish - rs.first_token) / out1, np.nan)
-    reason = np.array([rs.reason.get(i, "") for i in range(n)], dtype=object)
+    reason = np.full(n, "", dtype=object)
+    for i, why in rs.reason.items():
+        reason[i] = why
+    # copy=False: the columns are the run's own arrays (the run is over), one block each, rather
+    # than copies consolidated into a few 2-D blocks
     return pd.DataFrame(
         {
             "id": np.arange(n),
@@ -133,7 +133,8 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
             "replica": rs.replica,
             "parent": rs.parent,
             "measured": rs.arrival >= sc.warmup_s,
-        }
+        },
+        copy=False,
     )
 
 
@@ -186,16 +187,13 @@ def _holders(rs: Requests, log: WaitLog, seg: dict[str, np.ndarray]) -> pd.DataF
 def _admissions(rs: Requests, log: WaitLog) -> pd.DataFrame:
     a = log.admissions()
     ids = a["request"]
-    seen: dict[int, int] = {}
-    again = np.zeros(len(ids), bool)
-    for j, i in enumerate(ids.tolist()):  # in time order: the second and later admissions follow a preemption
-        again[j] = i in seen
-        seen[i] = 1
+    again = np.ones(len(ids), bool)  # in time order: the second and later admissions follow a preemption
+    again[np.unique(ids, return_index=True)[1]] = False  # (each request's first admission)
     return pd.DataFrame({"request": ids,
                          "class": pd.Categorical.from_codes(rs.cls[ids], categories=rs.class_names),
                          "priority": rs.prio[ids], "t_s": a["t_s"], "dt_s": a["dt_s"], "step": a["step"],
                          "replica": a["replica"],
-                         "need_blocks": a["need_blocks"], "readmission": again})
+                         "need_blocks": a["need_blocks"], "readmission": again}, copy=False)
 
 
 def overtakers(res: Result, request_ids) -> pd.DataFrame:

@@ -39,14 +39,26 @@ from .workload import build
 
 class StaticFeed:
     """Arrivals known in advance (sorted), plus follow-up pieces released while running.
-    `next_t` is the time of the next arrival (inf: none known)."""
+    `next_t` is the time of the next arrival (inf: none known).
+
+    The arrays stay numpy; only a window of `WINDOW` arrivals at a time is a Python list (what
+    `bisect` and slicing are fast on), so a million arrivals do not cost a million Python floats."""
 
     strict = False  # polled at step boundaries: an arrival at a boundary is taken at that boundary
+    WINDOW = 4096
 
-    def __init__(self, ids: np.ndarray, times: np.ndarray):
-        self.ids, self.times, self.pos = ids.tolist(), times.tolist(), 0
+    def __init__(self, ids: np.ndarray, times: np.ndarray, tidy=None):
+        self._ids, self._times = ids, times
+        self.tidy = tidy  # called at each poll, between steps (the step log compacts itself)
+        self._load(0)
         self.later: list[tuple[float, int]] = []
         self.next_t = self.times[0] if self.times else math.inf
+
+    def _load(self, start: int) -> None:
+        """Make arrivals [start, start + WINDOW) the current window."""
+        self.base, self.pos = start, 0
+        self.ids = self._ids[start:start + self.WINDOW].tolist()
+        self.times = self._times[start:start + self.WINDOW].tolist()
 
     def add(self, i: int, t: float) -> None:
         heapq.heappush(self.later, (t, i))
@@ -54,12 +66,19 @@ class StaticFeed:
 
     def __call__(self, now: float) -> list[int]:
         """The ids due by `now` (and `next_t` moves on)."""
-        j = bisect.bisect_right(self.times, now, self.pos)
-        due = self.ids[self.pos:j]
-        self.pos = j
+        if self.tidy is not None:
+            self.tidy()
+        due: list[int] = []
+        while True:
+            j = bisect.bisect_right(self.times, now, self.pos)
+            due += self.ids[self.pos:j]
+            self.pos = j
+            if j < len(self.times) or self.base + j >= len(self._times):
+                break
+            self._load(self.base + j)  # the window is used up: the next one
         while self.later and self.later[0][0] <= now:
             due.append(heapq.heappop(self.later)[1])
-        nxt = self.times[j] if j < len(self.times) else math.inf
+        nxt = self.times[self.pos] if self.pos < len(self.times) else math.inf
         self.next_t = min(nxt, self.later[0][0]) if self.later else nxt
         return due
 
@@ -71,13 +90,13 @@ class RouterFeed:
     strict = True
 
     def __init__(self, times: np.ndarray):
-        self.times = times.tolist()
+        self.times = times
         self.pos = 0
-        self.next_t = self.times[0] if self.times else math.inf
+        self.next_t = float(self.times[0]) if len(self.times) else math.inf
 
     def routed(self) -> None:
         self.pos += 1
-        self.next_t = self.times[self.pos] if self.pos < len(self.times) else math.inf
+        self.next_t = float(self.times[self.pos]) if self.pos < len(self.times) else math.inf
 
     def __call__(self, now: float) -> list[int]:
         return []
@@ -90,10 +109,12 @@ class GatewayFeed:
     strict = True
     next_t = -math.inf  # called at every boundary
 
-    def __init__(self, gateway: Gateway):
+    def __init__(self, gateway: Gateway, tidy):
         self.gateway = gateway
+        self.tidy = tidy  # called at each boundary (the step log compacts itself)
 
     def __call__(self, now: float) -> list[int]:
+        self.tidy()
         self.gateway.pump(now)
         return []
 
@@ -225,7 +246,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     gateway = None
     if gw_spec is not None:  # arrivals reach the gateway; it dispatches at arrivals and step boundaries
         gateway = Gateway(gw_spec, rs, replicas, names, wl.class_priority)
-        feed = GatewayFeed(gateway)
+        feed = GatewayFeed(gateway, steps.compact)
         if gw_spec.scrape_interval_s > 0:
             env.process(_scraper(env, gateway, gw_spec.scrape_interval_s, clock))
         for rep in replicas:
@@ -234,11 +255,11 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
         def route(j: int, t: float) -> None:
             gateway.arrive(j, t)
 
-        env.process(_router(env, first, due, route, RouterFeed(due), clock))
+        env.process(_router(env, first, due, route, RouterFeed(due), clock, steps.compact))
         env.run(until=until_sim)
         gateway.finish()
     elif len(replicas) == 1:  # no router: the replica's loop runs without SimPy
-        feed = StaticFeed(first, due)
+        feed = StaticFeed(first, due, steps.compact)
 
         def route(j: int, t: float) -> None:
             feed.add(j, t)
@@ -254,22 +275,32 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
             best = min(allowed, key=lambda k: (replicas[k].load, k))
             replicas[best].submit(j)
 
-        env.process(_router(env, first, due, route, shared, clock))
+        env.process(_router(env, first, due, route, shared, clock, steps.compact))
         env.run(until=until_sim)
-    t_end = max((rep_end for rep_end in _ends(steps)), default=0.0)
+    steps.seal()  # the log is complete: compact it before the frames are built
+    t_end = steps.end() or 0.0
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
     log.finish(max(t_end, until) if len(left) else t_end)
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
 
 
-def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock):
-    for i, t in zip(ids.tolist(), times.tolist()):
+def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock,
+            tidy):
+    """Hands each arrival over at its time (and, between steps, lets the step log compact itself)."""
+    for i, t in _pairs(ids, times):
         at = clock.to_sim(t)
         if at > env.now:
             yield env.timeout(at - env.now)
         feed.routed()
         route(i, t)
+        tidy()
+
+
+def _pairs(ids: np.ndarray, times: np.ndarray, window: int = 4096):
+    """(id, time) as Python numbers, converted a window at a time (not a million at once)."""
+    for k in range(0, len(ids), window):
+        yield from zip(ids[k:k + window].tolist(), times[k:k + window].tolist())
 
 
 def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: Clock):
@@ -288,13 +319,6 @@ def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: C
                 yield env.timeout(nxt - env.now)
         else:
             yield env.timeout(every)
-
-
-def _ends(steps: StepLog):
-    """The end of the last step (per the log)."""
-    t, dt = steps.column("t_s"), steps.column("dt_s")
-    if len(t):
-        yield float((t + dt).max())
 
 
 def _allowed_replicas(sc: Scenario, names: list[str]) -> list[list[int]]:

@@ -7,13 +7,19 @@ that change inside a run — the step time and the KV blocks per class — are k
 side arrays. `expand()` turns the log back into one row per step, value for value what stepping
 one at a time would have logged.
 
-Storage is typed: times as float64, every count as int32 (blocks ≤ 10M, tokens ≤ 1M per step),
-so a day of traffic stays within memory.
+Rows are appended to typed buffers (times as float64, every count as int32: blocks ≤ 10M, tokens
+≤ 1M per step); every `CHUNK_ROWS` rows (`compact`, called between steps by the run's driver)
+and when the run ends (`seal`, or the first read) they move into compact columns, each count in
+the smallest integer type that holds its values, and the rows are grouped by replica. So a day
+of traffic (7.7M steps) stays within memory while it runs; what the summary needs is computed
+from the run-length rows (`totals`), and one value per step is built only for a consumer that
+asks (`column`, `expand`).
 """
 
 from __future__ import annotations
 
 from array import array
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -28,6 +34,35 @@ COLUMNS = ("replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_s
            *WAITING_FOR)
 _INT = [c for c in COLUMNS if c not in ("t_s", "dt_s")]
 STEPS = len(_INT)  # where a stored row keeps its `steps` (after the _INT columns)
+_SMALL = (np.int8, np.int16, np.int32)
+CHUNK_ROWS = 1 << 16  # rows per compacted chunk (8 MiB of typed buffers for three classes)
+
+
+def _compact(a: np.ndarray) -> np.ndarray:
+    """Integers in the smallest signed type that holds them all (a copy; exact by construction)."""
+    if not len(a):
+        return a.astype(np.int8)
+    lo, hi = int(a.min()), int(a.max())
+    for t in _SMALL:
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return a.astype(t)
+    return a.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class StepTotals:
+    """What the summary needs of the steps, computed on the run-length rows: step count, tokens
+    processed, the tokens of steps that left requests waiting (and how many such steps), reserved
+    idle tokens, busy time (Σ step time) and Σ KV blocks used × step time. The two float sums are
+    taken over one value per step in log order, as summing the expanded frame would."""
+
+    steps: int
+    tokens: int
+    loaded_tokens: int
+    loaded_steps: int
+    reserve_idle: int
+    busy_s: float
+    kv_block_s: float
 
 
 class StepLog:
@@ -42,7 +77,10 @@ class StepLog:
         self.run_t = array("d")  # per step of every run (rows with steps > 1), in order: start,
         self.run_dt = array("d")  # step time,
         self.run_kv = array("i")  # and KV blocks per class during the step
-        self.run_rows = array("q")  # per run: its row (in logging order), first and last step in the side arrays
+        # compacted rows and side arrays (t, dt, kv_<class>: the runs' steps, in row order); in
+        # logging order until sealed, then grouped by replica
+        self._chunks: list[tuple[dict, dict]] = []
+        self._grouped = False
 
     def add(self, t: float, dt: float, ints: list[int]) -> None:
         """One step: `ints` = _INT columns, then running, waiting and KV blocks per class."""
@@ -71,104 +109,180 @@ class StepLog:
         self.ints.fromlist(first)
         if m == 1:
             return
-        n_t = len(self.run_t)
-        self.run_rows.fromlist([len(self.ints) // self.n_int - 1, n_t, n_t + m])
         self.run_t.fromlist(ts)
         self.run_dt.fromlist(dts)
         self.run_kv.fromlist(kv)
 
+    # -- sealing: from append buffers to compact columns ------------------------------------
+    def _row_names(self) -> list[str]:
+        return [*_INT, "steps", *(f"{kind}_{n}" for kind in ("running", "waiting", "kv") for n in self.names)]
+
+    def compact(self, at_least: int = CHUNK_ROWS) -> None:
+        """Move the rows appended so far into a compact chunk once there are `at_least` of them.
+
+        The run's driver calls this between steps now and then (each time it polls for
+        arrivals), so the typed buffers never hold more than about a chunk: a day of traffic is
+        kept at the compact size while it runs, not only after it."""
+        if len(self.times) < 2 * at_least:
+            return
+        c, names = len(self.names), self._row_names()
+        times = np.frombuffer(self.times, dtype=np.float64).reshape(-1, 2)
+        rows = {"t_s": times[:, 0].copy(), "dt_s": times[:, 1].copy()}
+        ints = np.frombuffer(self.ints, dtype=np.int32).reshape(-1, self.n_int)
+        rows.update({name: _compact(ints[:, j]) for j, name in enumerate(names)})
+        kv = np.frombuffer(self.run_kv, dtype=np.int32).reshape(-1, c)
+        side = {"t": np.frombuffer(self.run_t, dtype=np.float64).copy(),
+                "dt": np.frombuffer(self.run_dt, dtype=np.float64).copy()}
+        side.update({f"kv_{n}": _compact(kv[:, j]) for j, n in enumerate(self.names)})
+        del times, ints, kv
+        self._chunks.append((rows, side))
+        self._grouped = False
+        # a chunk's runs are its rows with steps > 1, in order; the side arrays hold their steps in that order
+        self.times, self.ints, self.run_t, self.run_dt, self.run_kv = (
+            array("d"), array("i"), array("d"), array("d"), array("i"))
+
+    def seal(self) -> None:
+        """The run is over: every row in compact chunks, grouped by replica; buffers freed.
+
+        Reads seal first. Rows appended after a seal are merged in at the next one: sealed rows
+        come first within each replica, as they were logged first. The chunks are kept as they
+        are (reads put one column together at a time): joining them into one array per column
+        would hold both copies at once, and the small freed chunks would stay resident."""
+        if len(self.times) or not self._chunks:
+            self.compact(at_least=0)
+        if not self._grouped:
+            self._chunks = _by_replica(self._chunks)
+            self._grouped = True
+
+    def _read(self) -> list[tuple[dict, dict]]:
+        if len(self.times) or not self._grouped or not self._chunks:
+            self.seal()
+        return self._chunks
+
+    # -- reading ------------------------------------------------------------------------------
     @property
     def steps(self) -> int:
-        ints = self._ints()
-        return int(ints[:, len(_INT)].sum()) if len(ints) else 0
-
-    def _order(self, ints: np.ndarray) -> np.ndarray | None:
-        """Rows grouped by replica (each replica logs its own steps in time order)."""
-        rep = ints[:, 0]
-        if not len(rep) or (rep == rep[0]).all():
-            return None
-        return np.argsort(rep, kind="stable")
-
-    def _ints(self) -> np.ndarray:
-        ints = np.frombuffer(self.ints, dtype=np.int32).reshape(-1, self.n_int)
-        order = self._order(ints)
-        return ints if order is None else ints[order]
-
-    def _times(self) -> np.ndarray:
-        times = np.frombuffer(self.times, dtype=np.float64).reshape(-1, 2)
-        order = self._order(np.frombuffer(self.ints, dtype=np.int32).reshape(-1, self.n_int))
-        return times if order is None else times[order]
+        return sum(int(rows["steps"].sum(dtype=np.int64)) for rows, _ in self._read())
 
     def runs(self) -> pd.DataFrame:
         """The log as stored: one row per step or run (`steps` > 1), KV columns of its first step."""
-        ints, times = self._ints(), self._times()
-        cols = {"replica": ints[:, 0].astype(np.int64), "t_s": times[:, 0].copy(), "dt_s": times[:, 1].copy()}
-        for j, c in enumerate(_INT[1:], start=1):
-            cols[c] = ints[:, j].astype(np.int64)
-        cols["steps"] = ints[:, len(_INT)].astype(np.int64)
-        base = len(_INT) + 1
-        for k, kind in enumerate(("running", "waiting", "kv")):
-            for j, name in enumerate(self.names):
-                cols[f"{kind}_{name}"] = ints[:, base + k * len(self.names) + j].astype(np.int64)
-        return pd.DataFrame(cols)
+        chunks = self._read()
+        cols = {name: _joined([rows[name] for rows, _ in chunks], np.float64 if name in ("t_s", "dt_s") else np.int32)
+                for name in ["replica", "t_s", "dt_s", *self._row_names()[1:]]}
+        return pd.DataFrame(cols, copy=False)
 
     def column(self, name: str) -> np.ndarray:
-        """One column expanded to one value per step (what `expand()[name]` holds)."""
-        ints, times = self._ints(), self._times()
-        steps = ints[:, len(_INT)].astype(np.int64)
-        many = np.flatnonzero(steps > 1)
-        if name in ("t_s", "dt_s"):
-            j = 0 if name == "t_s" else 1
-            out = np.repeat(times[:, j], steps)
-            if len(many):
-                out[self._run_slots(steps, many)] = self._side("t" if j == 0 else "dt")
-            return out
-        kv = self._kv_per_step(ints, steps, many)
-        if name == "kv_used":
-            return kv.sum(axis=1)
-        if name == "kv_free":
-            return self.capacity - kv.sum(axis=1)
-        if name.startswith("kv_") and name[3:] in self.names:
-            return kv[:, self.names.index(name[3:])]
-        return np.repeat(self.runs()[name].to_numpy(), steps)
+        """One column expanded to one value per step (what `expand()[name]` holds): float64 for
+        times, int32 for counts. KV used/free are the sums over the classes' KV when the log
+        has runs (a run's per-step KV lives per class), as logged otherwise."""
+        chunks = self._read()
+        return self._column(name, chunks, any(len(side["t"]) for _, side in chunks))
 
-    def expand(self) -> pd.DataFrame:
-        """One row per step, exactly as stepping one at a time logs it."""
-        rl = self.runs()
-        steps = rl.pop("steps").to_numpy()
-        if not (steps > 1).any():
-            return rl
-        out = rl.loc[np.repeat(np.arange(len(rl)), steps)].reset_index(drop=True)
-        for name in ["dt_s", "t_s", "kv_used", "kv_free"] + [f"kv_{n}" for n in self.names]:
-            out[name] = self.column(name)
+    def _column(self, name: str, chunks, kv_sum: bool) -> np.ndarray:
+        times = name in ("t_s", "dt_s")
+        out = np.empty(sum(int(rows["steps"].sum(dtype=np.int64)) for rows, _ in chunks),
+                       np.float64 if times else np.int32)
+        pos = 0
+        for rows, side in chunks:
+            steps = rows["steps"]
+            part = out[pos:pos + int(steps.sum(dtype=np.int64))]
+            pos += len(part)
+            if name in ("kv_used", "kv_free") and kv_sum:
+                part[:] = 0
+                for n in self.names:
+                    part += _per_step(rows, side, f"kv_{n}", steps)
+                if name == "kv_free":
+                    np.subtract(np.int32(self.capacity), part, out=part)
+            else:
+                part[:] = _per_step(rows, side, name, steps)
         return out
 
-    # -- helpers ------------------------------------------------------------------------------
-    @staticmethod
-    def _run_slots(steps: np.ndarray, many: np.ndarray) -> np.ndarray:
-        """Positions, in the expanded order, of every step of the runs."""
-        first = (np.cumsum(steps) - steps)[many]
-        k = steps[many]
-        return np.repeat(first - (np.cumsum(k) - k), k) + np.arange(int(k.sum()))
+    def expand(self) -> pd.DataFrame:
+        """One row per step, exactly as stepping one at a time logs it (built column by column)."""
+        chunks = self._read()
+        kv_sum = any(len(side["t"]) for _, side in chunks)
+        names = ["replica", "t_s", "dt_s", *self._row_names()[1:]]
+        names.remove("steps")
+        return pd.DataFrame({c: self._column(c, chunks, kv_sum) for c in names}, copy=False)
 
-    def _side(self, name: str) -> np.ndarray:
-        """A side array (`t`, `dt` or `kv`) with its runs in the order their rows are read."""
-        buf = {"t": self.run_t, "dt": self.run_dt, "kv": self.run_kv}[name]
-        arr = np.frombuffer(buf, dtype=np.float64 if name != "kv" else np.int32)
-        if name == "kv":
-            arr = arr.reshape(-1, len(self.names))
-        order = self._order(np.frombuffer(self.ints, dtype=np.int32).reshape(-1, self.n_int))
-        if order is None:
-            return arr
-        runs = np.frombuffer(self.run_rows, dtype=np.int64).reshape(-1, 3)
-        rank = np.empty(len(order), np.int64)
-        rank[order] = np.arange(len(order))
-        runs = runs[np.argsort(rank[runs[:, 0]], kind="stable")]
-        return np.concatenate([arr[a:b] for a, b in runs[:, 1:].tolist()])
+    def end(self) -> float | None:
+        """The end of the last step (None if there was none)."""
+        ends = [float((t + dt).max()) for rows, side in self._read()
+                for t, dt in ((rows["t_s"], rows["dt_s"]), (side["t"], side["dt"])) if len(t)]
+        return max(ends) if ends else None
 
-    def _kv_per_step(self, ints: np.ndarray, steps: np.ndarray, many: np.ndarray) -> np.ndarray:
-        c = len(self.names)
-        kv = np.repeat(ints[:, -c:].astype(np.int64), steps, axis=0)
-        if len(many):
-            kv[self._run_slots(steps, many)] = self._side("kv")
-        return kv
+    def totals(self) -> StepTotals:
+        """The summary's step figures (see `StepTotals`), without a frame of one row per step."""
+        chunks = self._read()
+        n = tokens = loaded_tokens = loaded_steps = reserve_idle = 0
+        for rows, _ in chunks:
+            steps = rows["steps"].astype(np.int64)
+            work = (rows["prefill_tokens"].astype(np.int64) + rows["decode_tokens"]) * steps
+            waiting = np.zeros(len(steps), np.int64)
+            for name in self.names:
+                waiting += rows[f"waiting_{name}"]
+            n += int(steps.sum())
+            tokens += int(work.sum())
+            loaded_tokens += int(work[waiting > 0].sum())
+            loaded_steps += int(steps[waiting > 0].sum())
+            reserve_idle += int((rows["reserve_idle"].astype(np.int64) * steps).sum())
+        # the float sums: over one value per step in log order, as the expanded frame sums them
+        dt = self._column("dt_s", chunks, True)
+        busy = float(pd.Series(dt).sum())
+        pos = 0
+        for rows, side in chunks:  # dt becomes KV used × step time in place, a chunk at a time
+            steps = rows["steps"]
+            part = dt[pos:pos + int(steps.sum(dtype=np.int64))]
+            pos += len(part)
+            kv = np.zeros(len(part))  # (counts as floats: exact below 2^53, the product the frame takes)
+            for name in self.names:
+                kv += _per_step(rows, side, f"kv_{name}", steps)
+            part *= kv
+        return StepTotals(steps=n, tokens=tokens, loaded_tokens=loaded_tokens, loaded_steps=loaded_steps,
+                          reserve_idle=reserve_idle, busy_s=busy, kv_block_s=float(pd.Series(dt).sum()))
+
+
+def _per_step(rows: dict, side: dict, name: str, steps: np.ndarray) -> np.ndarray:
+    """One chunk's column, one value per step: the row's value repeated over its steps, with the
+    per-step values of runs (times, KV per class) from the side arrays."""
+    key = {"t_s": "t", "dt_s": "dt"}.get(name, name)
+    if not (len(side["t"]) and key in side):
+        return np.repeat(rows[name], steps)
+    out = np.repeat(rows[name].astype(np.result_type(rows[name], side[key])), steps)  # (each compacted alone)
+    out[np.repeat(steps > 1, steps)] = side[key]
+    return out
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    out = np.empty(sum(len(p) for p in parts), dtype)
+    pos = 0
+    for p in parts:
+        out[pos:pos + len(p)] = p
+        pos += len(p)
+    return out
+
+
+def _by_replica(chunks: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+    """The chunks split by replica, each replica's pieces in logging order, replicas in order
+    (each replica logs its own steps in time order). A chunk of one replica is kept as it is."""
+    pieces: dict[int, list] = {}
+    empty = chunks[:1]
+    for k in range(len(chunks)):
+        rows, side = chunks[k]
+        chunks[k] = None  # (each chunk is freed as soon as it is split)
+        reps = np.unique(rows["replica"]).tolist()
+        for r in reps:
+            piece = (rows, side) if len(reps) == 1 else _select(rows, side, rows["replica"] == r)
+            pieces.setdefault(r, []).append(piece)
+    return [piece for r in sorted(pieces) for piece in pieces[r]] or empty
+
+
+def _select(rows: dict, side: dict, keep: np.ndarray) -> tuple[dict, dict]:
+    """The rows `keep` of a chunk, and the side-array steps of the runs among them."""
+    steps = rows["steps"].astype(np.int64)
+    length = np.where(steps > 1, steps, 0)
+    start = np.cumsum(length) - length  # where each row's run starts in the side arrays
+    runs = np.flatnonzero(keep & (length > 0))
+    k = length[runs]
+    take = np.repeat(start[runs] - (np.cumsum(k) - k), k) + np.arange(int(k.sum()))
+    return {name: v[keep] for name, v in rows.items()}, {name: v[take] for name, v in side.items()}
