@@ -18,6 +18,7 @@ import streamlit as st
 
 from engine import Result, from_dict
 from engine.scenario import Scenario, ScenarioError
+from engine.traces import TraceError
 
 from .limits import why_not
 from .pool import RunPool
@@ -46,6 +47,10 @@ def _cached_run(key: str) -> Result:
             raise ScenarioError(str(err)) from None
         except (BrokenProcessPool, CancelledError):
             continue
+        except (ScenarioError, TraceError):
+            raise
+        except Exception as err:  # an engine bug: named, and the page goes back to what last ran
+            raise ScenarioError(f"the simulation failed ({type(err).__name__}: {err})") from None
     raise ScenarioError("the simulation's worker process stopped twice (out of memory?)")
 
 

@@ -113,16 +113,22 @@ class _Child:
                 timer.start()
             head = self.proc.stdout.read(_LEN.size)
             size = _LEN.unpack(head)[0] if len(head) == _LEN.size else 0
-            if size > _MAX_REPLY:
+            if not 0 < size <= _MAX_REPLY:
                 raise ValueError("not a reply frame")
-            status, value = pickle.loads(self.proc.stdout.read(size))
-        except (BrokenPipeError, OSError, ValueError, EOFError, pickle.UnpicklingError, struct.error):
+            body = self.proc.stdout.read(size)
+            if len(body) != size:
+                raise EOFError
+        except (BrokenPipeError, OSError, ValueError, EOFError, struct.error):
             if timer is not None and timer.finished.is_set():
                 raise WorkerTimeout(f"the run took longer than {timeout_s:g} s and was stopped") from None
             raise BrokenProcessPool("a worker process stopped") from None
         finally:
             if timer is not None:
                 timer.cancel()
+        try:
+            status, value = pickle.loads(body)
+        except Exception as err:  # a whole frame that does not load (an exception class of its own)
+            raise WorkerFailed(f"the worker's reply could not be read ({type(err).__name__})") from None
         if status == "error":
             raise value if isinstance(value, Exception) else WorkerFailed(str(value))
         return value

@@ -186,3 +186,13 @@ def test_a_run_past_its_time_limit_is_stopped_and_its_worker_replaced():
         assert ex.submit(from_dict(TINY).key(), timeout_s=60).result(timeout=60).summary["classes"]["a"]["n"] > 0
     finally:
         ex.shutdown()
+
+
+def test_a_page_run_that_fails_in_its_worker_is_named_never_a_traceback():
+    """Anything but the engine's own refusal (here: a key that is not JSON) comes back as a
+    ScenarioError naming the failure, which the sidebar shows while it goes back to what last ran."""
+    from engine import ScenarioError
+    from ui import runs
+
+    with pytest.raises(ScenarioError, match=r"the simulation failed \(JSONDecodeError"):
+        runs._cached_run("{not json")
