@@ -36,6 +36,8 @@ from .step import Limits
 from .steplog import StepLog
 from .workload import build
 
+WINDOW = 4096  # arrivals turned into Python numbers at a time (feeds and the router)
+
 
 class StaticFeed:
     """Arrivals known in advance (sorted), plus follow-up pieces released while running.
@@ -45,7 +47,6 @@ class StaticFeed:
     `bisect` and slicing are fast on), so a million arrivals do not cost a million Python floats."""
 
     strict = False  # polled at step boundaries: an arrival at a boundary is taken at that boundary
-    WINDOW = 4096
 
     def __init__(self, ids: np.ndarray, times: np.ndarray, tidy=None):
         self._ids, self._times = ids, times
@@ -57,8 +58,8 @@ class StaticFeed:
     def _load(self, start: int) -> None:
         """Make arrivals [start, start + WINDOW) the current window."""
         self.base, self.pos = start, 0
-        self.ids = self._ids[start:start + self.WINDOW].tolist()
-        self.times = self._times[start:start + self.WINDOW].tolist()
+        self.ids = self._ids[start:start + WINDOW].tolist()
+        self.times = self._times[start:start + WINDOW].tolist()
 
     def add(self, i: int, t: float) -> None:
         heapq.heappush(self.later, (t, i))
@@ -297,10 +298,10 @@ def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, f
         tidy()
 
 
-def _pairs(ids: np.ndarray, times: np.ndarray, window: int = 4096):
+def _pairs(ids: np.ndarray, times: np.ndarray):
     """(id, time) as Python numbers, converted a window at a time (not a million at once)."""
-    for k in range(0, len(ids), window):
-        yield from zip(ids[k:k + window].tolist(), times[k:k + window].tolist())
+    for k in range(0, len(ids), WINDOW):
+        yield from zip(ids[k:k + WINDOW].tolist(), times[k:k + WINDOW].tolist())
 
 
 def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: Clock):

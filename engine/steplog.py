@@ -66,7 +66,7 @@ class StepTotals:
 
 
 class StepLog:
-    """Rows appended by the replicas: `add` for a step, `add_run` for a run of pure decode steps."""
+    """Rows appended by the replicas: `add_row` for a step, `add_run` for a run of pure decode steps."""
 
     def __init__(self, class_names: list[str], capacity: int):
         self.names = list(class_names)
@@ -82,12 +82,9 @@ class StepLog:
         self._chunks: list[tuple[dict, dict]] = []
         self._grouped = False
 
-    def add(self, t: float, dt: float, ints: list[int]) -> None:
-        """One step: `ints` = _INT columns, then running, waiting and KV blocks per class."""
-        self.add_row(t, dt, [*ints[:len(_INT)], 1, *ints[len(_INT):]])
-
     def add_row(self, t: float, dt: float, row: list[int]) -> None:
-        """One step, its row already in storage order (`STEPS` holds 1): the replica's hot path."""
+        """One step: `row` = the _INT columns, `steps` (1), then running, waiting and KV blocks per
+        class — the storage order, so the replica's hot path appends it as it is."""
         times = self.times
         times.append(t)
         times.append(dt)
@@ -167,7 +164,8 @@ class StepLog:
     def runs(self) -> pd.DataFrame:
         """The log as stored: one row per step or run (`steps` > 1), KV columns of its first step."""
         chunks = self._read()
-        cols = {name: _joined([rows[name] for rows, _ in chunks], np.float64 if name in ("t_s", "dt_s") else np.int32)
+        cols = {name: np.concatenate([rows[name] for rows, _ in chunks],
+                                     dtype=np.float64 if name in ("t_s", "dt_s") else np.int32)
                 for name in ["replica", "t_s", "dt_s", *self._row_names()[1:]]}
         return pd.DataFrame(cols, copy=False)
 
@@ -250,15 +248,6 @@ def _per_step(rows: dict, side: dict, name: str, steps: np.ndarray) -> np.ndarra
         return np.repeat(rows[name], steps)
     out = np.repeat(rows[name].astype(np.result_type(rows[name], side[key])), steps)  # (each compacted alone)
     out[np.repeat(steps > 1, steps)] = side[key]
-    return out
-
-
-def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
-    out = np.empty(sum(len(p) for p in parts), dtype)
-    pos = 0
-    for p in parts:
-        out[pos:pos + len(p)] = p
-        pos += len(p)
     return out
 
 

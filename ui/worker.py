@@ -38,7 +38,6 @@ _MAX_REPLY = 4 << 30  # bytes: a longer "frame" is garbage, never something to w
 def _task(kind: str):
     """The child's job for one key. Exceptions are raised as the `ui.worker` module's (the child
     runs as `__main__`, whose classes would not unpickle on the server)."""
-    from ui.work import run_json
     from ui.worker import WorkerFailed
 
     if kind == "summary":
@@ -51,6 +50,8 @@ def _task(kind: str):
             return reply
 
         return summary
+
+    from ui.work import run_json
 
     def result(key: str):
         res = run_json(key)

@@ -40,7 +40,7 @@ def logs(draw):
             t[rep] += dt
         ints = _ints(draw, rep, kv[0])
         if m == 1 and draw(st.booleans()):
-            log.add(ts[0], dts[0], ints)
+            log.add_row(ts[0], dts[0], [*ints[:len(_INT)], 1, *ints[len(_INT):]])
         else:
             log.add_run(ts, dts, [*ints[:len(_INT)], 1, *ints[len(_INT):]], [b for step in kv for b in step])
         for k in range(m):
@@ -95,15 +95,15 @@ def test_the_summary_figures_are_the_sums_over_the_steps(case):
 
 def test_compacting_moves_the_buffers_into_a_chunk():
     log = StepLog(NAMES, CAPACITY)
-    row = [0] * len(_INT) + [1, 2, 0, 0, 3, 4]
+    row = [0] * len(_INT) + [1, 1, 2, 0, 0, 3, 4]  # steps 1, then per class
     row[KV_USED], row[KV_FREE] = 7, CAPACITY - 7
     for k in range(3):
-        log.add(float(k), 1.0, row)
+        log.add_row(float(k), 1.0, row)
     log.compact(at_least=4)  # not yet: fewer rows than asked for
     assert len(log.times) == 6 and not log._chunks
     log.compact(at_least=3)
     assert len(log.times) == 0 and len(log.ints) == 0 and len(log._chunks) == 1
-    log.add(3.0, 1.0, row)
+    log.add_row(3.0, 1.0, row)
     assert log.column("t_s").tolist() == [0.0, 1.0, 2.0, 3.0]
     assert log.column("kv_lo").tolist() == [4] * 4
 
