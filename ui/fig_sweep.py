@@ -114,8 +114,10 @@ def p99_panels(table: pd.DataFrame, classes: list[str], x_label: str, slos: dict
                                               xanchor="left", xshift=6,
                                               y=slo, yref=ya, showarrow=False, font=dict(size=11, color=color)))
     xa, ya, y2 = f"x{_ax(rows)}", f"y{_ax(rows)}", f"y{rows + 1}"
-    layout[f"yaxis{rows + 1}"] = dict(anchor=xa, overlaying=ya, side="right", rangemode="tozero", tickformat=".0%",
-                                      showgrid=False, title=dict(text=_("share")))
+    # the share axis: its own round ticks (auto, not the left axis's positions) labelled without
+    # rounding to whole percent (a 2 % batch fill read "2%, 1%, 1%, 0%, 0%")
+    layout[f"yaxis{rows + 1}"] = dict(anchor=xa, overlaying=ya, side="right", rangemode="tozero", tickmode="auto",
+                                      tickformat=".2~%", showgrid=False, title=dict(text=_("share")))
     layout[f"yaxis{_ax(rows)}"]["title"] = dict(text="tok/s")
     cost = table.drop_duplicates(["value", "seed"]).groupby("value")
     for col, label, color, dash, share in COST:
@@ -126,7 +128,7 @@ def p99_panels(table: pd.DataFrame, classes: list[str], x_label: str, slos: dict
                          name=_(label),
                          x=m.index.to_numpy(), y=m.to_numpy(), line=dict(color=color, dash=dash, width=1.8),
                          marker=dict(size=5, color=color),
-                         hovertemplate=f"{_(label)}: %{{y:{'.0%' if share else ',.0f'}}}<extra></extra>"))
+                         hovertemplate=f"{_(label)}: %{{y:{'.1%' if share else ',.0f'}}}<extra></extra>"))
     if not any(d["yaxis"] in (ya, y2) for d in data):  # keep the legend's place while nothing is drawn
         data.append(dict(type="scatter", xaxis=xa, yaxis=ya, x=[], y=[], name=_(COST[0][1]),
                          line=dict(color=COST[0][2])))

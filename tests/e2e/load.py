@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import sys
@@ -117,14 +118,56 @@ async def main_async(sessions: int, seconds: float, seed: int, nice_browser: boo
 
     from playwright.async_api import async_playwright
 
-    out = {"idle": [], "timeouts": [], "failed": [], "exceptions": 0, "crosstalk": [], "by": {}}
+    out = {"idle": [], "timeouts": [], "failed": [], "exceptions": 0, "crosstalk": [], "by": {}, "cpu": {}}
+    usage = CpuUsage()
     with streamlit_server() as url, tempfile.TemporaryDirectory() as tmp:
         exe = niced_chromium(tmp) if nice_browser else CHROMIUM
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
-            await asyncio.gather(*(session(browser, url, k, seconds, seed, out) for k in range(sessions)))
+            runs = asyncio.gather(*(session(browser, url, k, seconds, seed, out) for k in range(sessions)))
+            while not runs.done():  # (sampled until the sessions close their pages)
+                usage.sample()
+                await asyncio.wait([runs], timeout=1.0)
+            await runs
             await browser.close()
+    out["cpu"] = usage.by_group()
     return out
+
+
+class CpuUsage:
+    """CPU seconds of the processes this run started (browser, server, workers), by group, from
+    /proc: where the machine's time went. Processes that existed before are left out."""
+
+    GROUPS = (("chromium", b"chrom"), ("page workers", b"ui.worker result"), ("sweep workers", b"ui.worker summary"),
+              ("server", b"streamlit"), ("playwright", b"playwright"))
+
+    def __init__(self) -> None:
+        self.before = set(self._pids())
+        self.last: dict[str, tuple[str, float]] = {}
+
+    @staticmethod
+    def _pids() -> list[str]:
+        return [p for p in os.listdir("/proc") if p.isdigit()]
+
+    def sample(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in self._pids():
+            if pid in self.before:
+                continue
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            group = next((g for g, mark in self.GROUPS if mark in cmd), None)
+            if group is not None:
+                self.last[pid] = (group, (int(fields[11]) + int(fields[12])) / tick)
+
+    def by_group(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for group, cpu in self.last.values():
+            out[group] = out.get(group, 0.0) + cpu
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def report(out: dict) -> str:
@@ -134,7 +177,8 @@ def report(out: dict) -> str:
             f"p90 {q(0.9):.2f} s, p99 {q(0.99):.2f} s, max {max(t) if t else float('nan'):.2f} s; "
             f"{len(out['timeouts'])} timed out {out['timeouts'][:6]}; {out['exceptions']} exception elements; "
             f"{len(out['crosstalk'])} cross-talk; {len(out['failed'])} actions failed "
-            f"{sorted(set(out['failed']))[:6]}")
+            f"{sorted(set(out['failed']))[:6]}\n"
+            "CPU seconds: " + ", ".join(f"{g} {s:.0f}" for g, s in out["cpu"].items()))
 
 
 if __name__ == "__main__":
