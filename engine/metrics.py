@@ -66,60 +66,88 @@ def logical_requests(req: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-# what `class_summary` reads of a class's rows (it copies only these)
-_CLASS_COLUMNS = ("status", "reason", "prompt_tokens", "first_scheduled_s", "ttft_s", "tpot_s", "e2e_s", "queue_wait_s",
-                  "blocked_s", "inversion_s", "cached_tokens", "cached_tokens_all")
+class ClassColumns:
+    """The columns `class_summary` reads, as numpy arrays taken once per summary: one boolean
+    mask per class then indexes them (pandas' row selection per class and column was most of a
+    sweep run's summary)."""
+
+    FLOAT = ("first_scheduled_s", "ttft_s", "tpot_s", "e2e_s", "queue_wait_s", "blocked_s", "inversion_s")
+    INT = ("prompt_tokens", "cached_tokens", "cached_tokens_all")
+
+    def __init__(self, req: pd.DataFrame):
+        self.cols = {c: req[c].to_numpy(dtype=float) for c in self.FLOAT}
+        self.cols |= {c: req[c].to_numpy(dtype=np.int64) for c in self.INT}
+        self.cls = req["class"].cat.codes.to_numpy()
+        self.class_names = list(req["class"].cat.categories)
+        status = req["status"].cat
+        self.status = status.codes.to_numpy()
+        self.status_code = {name: i for i, name in enumerate(status.categories)}
+        self.measured = req["measured"].to_numpy(dtype=bool)
+        self.reason = req["reason"]
+
+    def rows(self, name: str) -> np.ndarray:
+        """The measured rows of class `name` (a boolean mask)."""
+        code = self.class_names.index(name) if name in self.class_names else -1
+        return (self.cls == code) & self.measured
+
+    def is_status(self, mask: np.ndarray, status: str) -> np.ndarray:
+        return self.status[mask] == self.status_code.get(status, -1)
+
+    def shed(self, mask: np.ndarray) -> int:
+        """Rejected by a shedder (vLLM's API server or the gateway), among `mask`'s rows."""
+        rejected = np.flatnonzero(mask)[self.is_status(mask, "rejected")]
+        return sum(1 for why in self.reason.iloc[rejected].tolist() if str(why).startswith(SHED_PREFIXES))
 
 
-def class_summary(sc: Scenario, req: pd.DataFrame, name: str) -> dict:
+def class_summary(sc: Scenario, cols: ClassColumns, name: str) -> dict:
     spec = sc.request_class(name)
-    r = req.loc[(req["class"] == name) & req["measured"], [c for c in _CLASS_COLUMNS if c in req]]
-    done = r["status"] == "finished"
+    m = cols.rows(name)
+    c = {k: v[m] for k, v in cols.cols.items()}
+    done = cols.is_status(m, "finished")
+    n = int(m.sum())
     slo = spec.slo
-    if slo.ttft_s is None and slo.tpot_s is None:
-        attain = None
-    elif len(r) == 0:
+    if (slo.ttft_s is None and slo.tpot_s is None) or n == 0:
         attain = None
     else:
-        ok = done.to_numpy().copy()
+        ok = done.copy()
         if slo.ttft_s is not None:
-            ok &= (r["ttft_s"] <= slo.ttft_s).to_numpy()
+            ok &= c["ttft_s"] <= slo.ttft_s
         if slo.tpot_s is not None:
-            ok &= ~(r["tpot_s"] > slo.tpot_s).to_numpy()
+            ok &= ~(c["tpot_s"] > slo.tpot_s)
         attain = float(ok.mean())
-    inv = r["inversion_s"].to_numpy()
-    admitted = r["first_scheduled_s"].notna().to_numpy()
-    prompt = int(r["prompt_tokens"].to_numpy()[admitted].sum())
+    inv = c["inversion_s"]
+    admitted = ~np.isnan(c["first_scheduled_s"])
+    prompt = int(c["prompt_tokens"][admitted].sum())
     return {
         "priority": int(spec.priority),
-        "n": int(len(r)),
+        "n": n,
         "completed": int(done.sum()),
-        "rejected": int((r["status"] == "rejected").sum()),
-        "shed": int(r["reason"].astype(str).str.startswith(SHED_PREFIXES).sum()),
-        "unfinished": int((r["status"] == "unfinished").sum()),
-        "ttft_p50": pct(r["ttft_s"], 50),
-        "ttft_p90": pct(r["ttft_s"], 90),
-        "ttft_p99": pct(r["ttft_s"], 99),
-        "tpot_p50": pct(r["tpot_s"], 50),
-        "tpot_p99": pct(r["tpot_s"], 99),
-        "e2e_p50": pct(r["e2e_s"], 50),
-        "e2e_p99": pct(r["e2e_s"], 99),
-        "queue_wait_mean": _mean(r["queue_wait_s"]),
-        "queue_wait_p99": pct(r["queue_wait_s"], 99),
-        "blocked_s": float(r["blocked_s"].sum()),
-        "blocked_p99": pct(r["blocked_s"], 99),
-        "max_wait_s": float(r["blocked_s"].max()) if len(r) else 0.0,
+        "rejected": int(cols.is_status(m, "rejected").sum()),
+        "shed": cols.shed(m),
+        "unfinished": int(cols.is_status(m, "unfinished").sum()),
+        "ttft_p50": pct(c["ttft_s"], 50),
+        "ttft_p90": pct(c["ttft_s"], 90),
+        "ttft_p99": pct(c["ttft_s"], 99),
+        "tpot_p50": pct(c["tpot_s"], 50),
+        "tpot_p99": pct(c["tpot_s"], 99),
+        "e2e_p50": pct(c["e2e_s"], 50),
+        "e2e_p99": pct(c["e2e_s"], 99),
+        "queue_wait_mean": _mean(c["queue_wait_s"]),
+        "queue_wait_p99": pct(c["queue_wait_s"], 99),
+        "blocked_s": float(np.nansum(c["blocked_s"])),
+        "blocked_p99": pct(c["blocked_s"], 99),
+        "max_wait_s": float(np.nanmax(c["blocked_s"])) if n else 0.0,
         "inversion_s": float(inv.sum()),
         "inverted_requests": int(np.count_nonzero(inv > 0)),
         "slo_attainment": attain,
-        "cache_hit_rate": float(r["cached_tokens"].to_numpy()[admitted].sum()) / prompt if prompt else None,
-        "cached_tokens": int(r["cached_tokens_all"].sum()),
+        "cache_hit_rate": float(c["cached_tokens"][admitted].sum()) / prompt if prompt else None,
+        "cached_tokens": int(c["cached_tokens_all"].sum()),
     }
 
 
 def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: StepTotals,
               alerts: pd.DataFrame, t_end: float, wall_s: float) -> dict:
-    logical = logical_requests(req)
+    cols = ClassColumns(logical_requests(req))
     names = sc.class_names
     busy = steps.busy_s
     kv_util = steps.kv_block_s / busy / mem.usable_blocks if busy else 0.0
@@ -149,7 +177,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: Step
         "alerts": int(len(alerts)),
         "reserve_idle_token_frac": float(steps.reserve_idle) / (budget * n) if n else 0.0,
         "gpus": int(sc.replicas.count * sc.hardware.num_gpus),
-        "classes": {name: class_summary(sc, logical, name) for name in names},
+        "classes": {name: class_summary(sc, cols, name) for name in names},
     }
 
 

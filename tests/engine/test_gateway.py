@@ -297,6 +297,15 @@ def test_every_request_ends_once_and_gateway_times_are_ordered(data):
     dropped = req["reason"].astype(str).str.startswith("HTTP 429")
     assert not (dropped & sent).any()
     assert res.summary["shed"] >= int(dropped.sum())
+    # each class's counts, recounted from the frame (no request split by a prompt cap here)
+    if not (req["parent"] >= 0).any():
+        for name, c in res.summary["classes"].items():
+            mine = req[(req["class"] == name) & req["measured"]]
+            st_ = mine["status"].astype(str)
+            shed = mine["reason"].astype(str).str.startswith(("HTTP 503", "HTTP 429"))
+            assert (c["n"], c["completed"], c["rejected"], c["unfinished"], c["shed"]) == (
+                len(mine), int((st_ == "finished").sum()), int((st_ == "rejected").sum()),
+                int((st_ == "unfinished").sum()), int(shed.sum())), name
     # the engine's wait segments start at dispatch, not before
     if len(res.waits):
         w = res.waits.merge(req[["id", "dispatched_s"]], left_on="request", right_on="id")
