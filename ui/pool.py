@@ -84,6 +84,18 @@ class RunPool:
         with self._cond:
             return sum(1 for k in keys if k not in self._done and k not in self._failed)
 
+    def wait(self, keys: Sequence[str], timeout_s: float) -> bool:
+        """Block until every key has finished or failed, at most `timeout_s` (real time); whether
+        they all did. A page's run waits a moment for its coarse curve rather than polling for it."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while any(k not in self._done and k not in self._failed for k in keys):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
     def close(self) -> None:
         with self._cond:
             self._closed = True

@@ -72,6 +72,24 @@ def test_at_most_workers_in_flight_and_stale_wishes_never_start():
         pool.close()
 
 
+def test_wait_returns_when_the_keys_are_done_or_the_time_is_up():
+    gate = Gate(fail={"k2"})
+    pool = RunPool(gate.factory, workers=2)
+    try:
+        pool.want("a", ["k1", "k2", "k3"])
+        t0 = time.monotonic()
+        assert not pool.wait(["k1", "k2"], 0.1)  # nothing released: gives up after its time
+        assert 0.1 <= time.monotonic() - t0 < 2.0
+        threading.Timer(0.05, lambda: (gate.release.release(), gate.release.release())).start()
+        assert pool.wait(["k1", "k2"], 5.0)  # one finished, one failed: both count as done
+        done, failed = pool.results("a", ["k1", "k2"])
+        assert set(done) == {"k1"} and set(failed) == {"k2"}
+        assert pool.wait([], 0.0)
+    finally:
+        gate.release.release()
+        pool.close()
+
+
 def test_the_newest_viewer_goes_first_and_results_are_shared():
     gate = Gate()
     pool = RunPool(gate.factory, workers=1)
