@@ -54,6 +54,24 @@ def test_p99_curves_follow_the_sidebar_coarse_first_then_complete(page, app_url,
     full_shot(page, shots / "p99_live.png")
 
 
+def test_while_a_long_sweep_computes_every_poll_keeps_the_chart_and_raises_nothing(page, app_url):
+    """A sweep of 80 slow runs: the fragment polls many times, and a milestone arrives in a poll.
+    Each poll must redraw the chart (Streamlit clears what a fragment's rerun does not draw) and
+    write only where it may (a fragment cannot fill a slot outside it that it left empty in the full
+    run: an exception on the first milestone)."""
+    open_app(page, f"{app_url}/p99?dur=600&sw_seeds=5&sw_pts=16")
+    page.wait_for_selector(SWEEP, state="attached", timeout=60_000)
+    chart, shown, stages = page.locator(f"{SWEEP} .js-plotly-plot"), [], set()
+    for _ in range(60):  # 6 s: about 12 polls
+        shown.append(chart.count() > 0)
+        stages.add(re.search(r"st-key-sweep_[0-9a-f]+_(\w+)", page.locator(SWEEP).first.get_attribute("class")
+                             or "").group(1))
+        assert page.get_by_test_id("stException").count() == 0
+        page.wait_for_timeout(100)
+    assert "partial" in stages, stages  # curves were drawn while polls went on (and milestones came)
+    assert sum(shown) >= 54, shown  # (a sample may fall between a poll's clear and its redraw)
+
+
 def test_a_second_session_gets_the_same_sweep_from_the_shared_pool(browser, app_url):
     url = f"{app_url}/p99?sw_knob=cap&sw_pts=3&sw_seeds=1"
     first = browser.new_page(viewport={"width": 1280, "height": 1000})
