@@ -116,6 +116,9 @@ def frame() -> None:
     from . import i18n, sidebar
 
     st.set_page_config(page_title="Inversion Lab", page_icon=str(ICON), layout="wide")
+    from .layout import calm_reruns
+
+    calm_reruns()
     lang, bad_lang = _language()
     _ = i18n._
     page = st.navigation([st.Page(s.file, title=_(s.title), icon=s.icon, url_path=s.url or None, default=not s.url,

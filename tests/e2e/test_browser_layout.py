@@ -118,3 +118,25 @@ def test_a_share_link_reopens_the_same_view(browser, app_url, path, key, check):
         expect(second).to_have_url(re.compile(re.escape(key) + "="))
     finally:
         second.close()
+
+
+def test_a_long_rerun_dims_the_page_in_one_step_not_a_fade(page, app_url):
+    """While a rerun runs, Streamlit dims what it has not re-sent yet. The dimming must stay (it tells
+    the user the numbers are stale) but come as one step after Streamlit's 0.5 s delay: its 1 s fade
+    repainted the whole page every frame (`ui.layout.CALM_RERUNS`)."""
+    open_app(page, f"{app_url}/memory")
+    stale = "[data-testid=stElementContainer][data-stale=true]"
+    durations = page.evaluate("() => [...document.querySelectorAll('[data-testid=stElementContainer]')]"
+                              ".map(e => getComputedStyle(e).transitionDuration)")
+    assert durations and set(durations) == {"0s"}, set(durations)
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("Run", exact=True).click()
+    box = page.locator(".st-key-dur input")
+    box.fill("6000")  # a run of a few seconds: long enough to dim
+    box.press("Enter")
+    page.wait_for_selector(stale, state="attached", timeout=10_000)
+    page.wait_for_timeout(700)  # past the 0.5 s delay, well short of the old fade's end
+    opacities = page.evaluate(f"() => [...document.querySelectorAll('{stale}')].map(e => getComputedStyle(e).opacity)")
+    assert "0.33" in opacities, opacities  # dimmed all the way at once
+    assert not [o for o in opacities if 0.34 < float(o) < 0.99], opacities  # nothing half-way through a fade
+    wait_idle(page)
