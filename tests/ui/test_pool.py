@@ -80,7 +80,8 @@ def test_wait_returns_when_the_keys_are_done_or_the_time_is_up():
         t0 = time.monotonic()
         assert not pool.wait(["k1", "k2"], 0.1)  # nothing released: gives up after its time
         assert 0.1 <= time.monotonic() - t0 < 2.0
-        threading.Timer(0.05, lambda: (gate.release.release(), gate.release.release())).start()
+        # three permits: k3 starts once k1 ends and may take one before k2's waiting thread wakes
+        threading.Timer(0.05, lambda: gate.release.release(3)).start()
         assert pool.wait(["k1", "k2"], 5.0)  # one finished, one failed: both count as done
         done, failed = pool.results("a", ["k1", "k2"])
         assert set(done) == {"k1"} and set(failed) == {"k2"}
