@@ -19,7 +19,7 @@ from .fig_sweep import p99_panels
 from .i18n import _
 from .sweeps import Plan, frame, knee
 
-# A poll costs the browser 50–75 ms of CPU (measured with chromium on the P99 page while a long
+# A poll costs the browser 75–90 ms of CPU (measured with chromium on the P99 page while a long
 # sweep computes: 3.1 CPU-s per 10 s at four polls a second, 1.8 at two), so sessions that wait for
 # a long sweep on a shared machine load it half as much; the coarse curve comes from WAIT_S.
 POLL_S = 0.5
