@@ -3,9 +3,10 @@
 No button: the page states its wish list (coarse curve first) on every full run, so a newer
 control change replaces it and the stale points are never started. The full run waits a moment
 for the coarse curve; then a fragment redraws from the pool's finished points twice a second
-until the sweep is complete, without blocking the sidebar; then one full rerun stops the timer.
-(A fragment's rerun must redraw all it shows — Streamlit clears what it does not — so the chart
-is re-sent with every poll.) Nothing here runs inside a cached function.
+until the sweep is complete, without blocking the sidebar; the poll that finds it complete draws
+it, then one full rerun stops the timer. (A fragment's rerun must redraw all it shows — Streamlit
+clears what it does not — so the chart is re-sent with every poll.) Nothing here runs inside a
+cached function.
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ def _draw(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | 
     done, failed = pool.results(runs.viewer_id(), plan.keys)
     total = len(plan.keys)
     complete = len(done) + len(failed) == total
-    if complete and polling:
-        st.rerun()  # the full run draws it once more, without the timer
     drawn = milestone(plan, set(done) | set(failed))
     stage = "full" if complete else ("partial" if drawn else "wait")
     top = classes[0]
@@ -79,6 +78,8 @@ def _draw(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | 
                        icon=":material/error:")
         if complete:
             _verdict(plan, table, top, slo, best, unit)
+    if complete and polling:  # shown now; the full run draws the same once more, without the timer
+        st.rerun()
 
 
 def milestone(plan: Plan, finished: set[str]) -> int:
