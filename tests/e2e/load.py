@@ -1,13 +1,15 @@
 """Load: several browser sessions at once, each changing controls and pages for a while.
 
-    python tests/e2e/load.py [--sessions 8] [--seconds 120] [--seed 0] [--nice-browser]
+    python tests/e2e/load.py [--sessions 8] [--seconds 120] [--seed 0] [--runs 1] [--nice-browser]
 
 Starts `streamlit run app.py`, opens N sessions (separate browser contexts, so separate
 Streamlit sessions) and lets each make random interactions — move the reserve slider, change the
 policy, change P1's rate, switch page — measuring the time from each interaction until the app is
 idle again (Streamlit's own idle check). Prints p50/p90/p99/max time-to-idle, interactions that
 timed out, exception elements seen, and whether any session ever showed another session's
-values (each session uses its own P1 rate, and checks its card after every change). Not a test:
+values (each session uses its own P1 rate, and checks its card after every change). `--runs N`
+repeats it N times (a fresh server each, seeds seed…seed+N−1) and adds the figures over all runs'
+interactions together: a p99 of one run is about its fourth-slowest interaction. Not a test:
 the numbers depend on the machine and its load; `test_browser_load.py` runs a small version.
 """
 
@@ -187,8 +189,17 @@ if __name__ == "__main__":
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nice-browser", action="store_true", help="run chromium at nice 19 (the server's CPU first)")
+    ap.add_argument("--runs", type=int, default=1, help="repeat, then report all runs' interactions together")
     a = ap.parse_args()
-    result = asyncio.run(main_async(a.sessions, a.seconds, a.seed, a.nice_browser))
-    print(report(result))
-    for key, ts in sorted(result["by"].items(), key=lambda kv: -max(kv[1])):
-        print(f"  {key:<22} n={len(ts):3d} median {statistics.median(ts):5.2f} s  max {max(ts):5.2f} s")
+    results = []
+    for r in range(a.runs):
+        result = asyncio.run(main_async(a.sessions, a.seconds, a.seed + r, a.nice_browser))
+        results.append(result)
+        print((f"run {r + 1}: " if a.runs > 1 else "") + report(result), flush=True)
+        for key, ts in sorted(result["by"].items(), key=lambda kv: -max(kv[1])):
+            print(f"  {key:<22} n={len(ts):3d} median {statistics.median(ts):5.2f} s  max {max(ts):5.2f} s")
+    if a.runs > 1:
+        pooled = {"idle": [x for r in results for x in r["idle"]], "cpu": {},
+                  **{k: [x for r in results for x in r[k]] for k in ("timeouts", "failed", "crosstalk")},
+                  "exceptions": sum(r["exceptions"] for r in results)}
+        print(f"all {a.runs} runs together: " + report(pooled).split("\n")[0])
