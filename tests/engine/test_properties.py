@@ -4,12 +4,14 @@ Hypothesis draws small scenarios (1-3 classes, explicit arrival times, a fixed s
 every policy and mitigation knob, and every run must keep the hard limits of the engine (KV
 capacity, token budget, max_num_seqs, class caps, the top-priority KV reserve), end every request
 cleanly, keep its timestamps ordered, account for every computed token, and be deterministic —
-in-process and across processes.
+in-process and across processes. `PROPERTY_EXAMPLES=2000` runs that many workloads per property
+(the suite: 60, and 150 for "every request ends somewhere").
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +29,9 @@ from engine.metrics import clean
 REPO = Path(__file__).resolve().parents[2]
 EPS = 1e-9
 
+EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", 0))  # 0: the suite's own numbers
 PROPS = settings(
-    max_examples=60,
+    max_examples=EXAMPLES or 60,
     deadline=None,
     derandomize=True,
     print_blob=True,
@@ -364,7 +367,7 @@ def test_request_evicted_for_a_waiting_one_is_blocked_during_that_step():
 # Every request ends somewhere (the drain limit cuts runs short, split pieces are still queued)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES or 150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=scenarios(), drain=st.sampled_from([0.05, 0.2, 1.0, 5.0]), split=st.booleans(),
        cap=st.integers(5, 100))
 def test_every_request_ends_finished_rejected_or_unfinished(data, drain, split, cap):
