@@ -133,21 +133,11 @@ class KVPool:
         return all(g <= cap - u for g, cap, u in zip(per_class, self._caps, self.used_cls))
 
     def add(self, per_class: list[int]) -> None:
-        """Apply growths already checked by `fits`."""
-        if self.cache is not None:  # (each class's blocks may evict cached ones, in class order)
-            for c, g in enumerate(per_class):
-                if g:
-                    self.grow(c, g)
-            return
-        used_cls, top, total, other = self.used_cls, self._top, 0, 0
+        """Apply growths already checked by `fits` (with prefix caching each class's new blocks
+        may evict cached ones, in class order)."""
         for c, g in enumerate(per_class):
             if g:
-                used_cls[c] += g
-                total += g
-                if not top[c]:
-                    other += g
-        self.used += total
-        self.used_other += other
+                self.grow(c, g)
 
     def grow(self, c: int, n: int) -> None:
         """n new blocks for class c, from the free queue (with prefix caching: cached blocks may be

@@ -311,15 +311,10 @@ class RunningSet:
             return self.hashed(p, lag)
         return int(self.F[COMP, p]) + self.shift
 
-    def growth_steps(self, k: int) -> list[list[int]]:
-        """Blocks per class that each of the next k decode steps adds (asked between steps):
-        step j needs a block for each request whose computed tokens fill whole blocks by then."""
-        start, bs, table = -self.shift % self.bs, self.bs, self.by_residue
-        return [table[(start - j) % bs] for j in range(k)]
-
     def growth_table(self) -> tuple[list[list[int]], int, int]:
-        """(table, at, block size): decode step j from now (asked between steps) adds
-        table[(at − j) mod block size] blocks per class — `growth_steps` without the list."""
+        """(table, at, block size): the blocks per class that decode step j from now (asked between
+        steps) adds are table[(at − j) mod block size] — a block for each request whose computed
+        tokens fill whole blocks by then (counted by residue, so nothing is built per step)."""
         return self.by_residue, -self.shift % self.bs, self.bs
 
     def steps_to_finish(self) -> int:
