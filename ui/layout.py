@@ -9,11 +9,11 @@ from .state import Lab
 from .text import Kpi, plain
 
 # While a rerun runs, Streamlit dims the elements it has not re-sent yet: after 0.5 s they fade to a
-# third over 1 s. In a browser without a GPU that fade repaints the whole page every frame: a 2.5 s
-# rerun cost chromium 1.21 CPU-s with it and 0.90 with the same dimming as one step after the same
-# 0.5 s (measured on the memory page), and under eight sessions on two cores most reruns last long
-# enough to fade. So the dimming stays, the frames in between go. (Constant CSS of ours, never text
-# from a user.)
+# third over 1 s. In a browser without a GPU that fade repaints the whole page every frame: a 2 s
+# rerun of the memory page costs chromium 0.69–0.74 CPU-s with it and 0.50 with the same dimming as
+# one step after the same 0.5 s (`tests/e2e/browser_cost.py`), and under eight sessions on two
+# cores most reruns last long enough to fade. So the dimming stays, the frames in between go.
+# (Constant CSS of ours, never text from a user.)
 CALM_RERUNS = """<style>
 [data-testid="stElementContainer"], [data-testid="stExpander"] details, [data-testid="stExpander"] summary {
   transition-duration: 0s !important;

@@ -20,9 +20,9 @@ from .fig_sweep import p99_panels
 from .i18n import _
 from .sweeps import Plan, frame, knee
 
-# A poll costs the browser 75–90 ms of CPU (measured with chromium on the P99 page while a long
-# sweep computes: 3.1 CPU-s per 10 s at four polls a second, 1.8 at two), so sessions that wait for
-# a long sweep on a shared machine load it half as much; the coarse curve comes from WAIT_S.
+# A poll costs the browser 60–90 ms of CPU whatever it draws (chromium on a P99 page waiting for a
+# long sweep: 3.1 CPU-s per 10 s at four polls a second, 1.2–1.4 at two, `tests/e2e/browser_cost.py`),
+# so sessions waiting on a long sweep load a shared machine half as much; WAIT_S brings the coarse curve.
 POLL_S = 0.5
 WAIT_S = 0.3  # a full run waits this long for the coarse curve (two workers draw it in ~0.15 s)
 

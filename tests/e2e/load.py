@@ -199,7 +199,8 @@ if __name__ == "__main__":
         for key, ts in sorted(result["by"].items(), key=lambda kv: -max(kv[1])):
             print(f"  {key:<22} n={len(ts):3d} median {statistics.median(ts):5.2f} s  max {max(ts):5.2f} s")
     if a.runs > 1:
-        pooled = {"idle": [x for r in results for x in r["idle"]], "cpu": {},
-                  **{k: [x for r in results for x in r[k]] for k in ("timeouts", "failed", "crosstalk")},
-                  "exceptions": sum(r["exceptions"] for r in results)}
-        print(f"all {a.runs} runs together: " + report(pooled).split("\n")[0])
+        pooled = {k: [x for r in results for x in r[k]] for k in ("idle", "timeouts", "failed", "crosstalk")}
+        pooled["exceptions"] = sum(r["exceptions"] for r in results)
+        groups = dict.fromkeys(g for r in results for g in r["cpu"])
+        pooled["cpu"] = {g: sum(r["cpu"].get(g, 0.0) for r in results) for g in groups}
+        print(f"all {a.runs} runs together: " + report(pooled))
