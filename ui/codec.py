@@ -327,6 +327,20 @@ class Codec:
         """Only the values that differ from the preset's (what goes into the URL)."""
         return {k: v for k, v in values.items() if k in self.defaults and v != self.defaults[k]}
 
+    def describe_changes(self, values: dict[str, Any], limit: int = 3) -> str:
+        """The changed values in words, in the sidebar's order ("Scheduling policy = priority, …"),
+        for a page's header: a preset's title names its settings ("… (vLLM's FCFS)"), so an edited
+        scenario must say what differs."""
+        changed = self.changed(values)
+        parts = []
+        for short, v in list(changed.items())[:limit]:
+            p = self.by_short[short]
+            who = p.section.split(":", 1)[1] + ": " if p.section.startswith("class:") else ""
+            parts.append(f"{who}{_(p.label)} = {fmt_value(p, v) or '—'}")
+        if len(changed) > limit:
+            parts.append(_("{n} more").format(n=len(changed) - limit))
+        return ", ".join(parts)
+
     def encode(self, values: dict[str, Any], preset: str) -> dict[str, str]:
         """{short: text} for a share link: the preset (unless default) and changed values only."""
         out = {PRESET_KEY: preset} if preset != DEFAULT_PRESET else {}

@@ -28,6 +28,8 @@ def calm_reruns() -> None:
 def header(lab: Lab, title: str, subtitle: str) -> None:
     st.title(title)
     name = _(lab.scenario.title) if lab.scenario.title else lab.scenario.name
+    if changes := lab.codec.describe_changes(lab.values):
+        name = _("{name}, changed: {changes}").format(name=name, changes=changes)
     st.caption(_("{subtitle} · Scenario: {name}").format(subtitle=subtitle, name=plain(name)))
 
 

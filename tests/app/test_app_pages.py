@@ -33,6 +33,18 @@ def test_default_page_renders_kpis(at):
     assert any("P0" in m.value and "priority 0" in m.value for m in at.markdown)
 
 
+def test_header_says_what_the_link_changed_from_the_preset(at):
+    # the preset's title names its policy ("… (vLLM's FCFS)"): a link that changes it must say so
+    def captions(app):
+        return [c.value.replace("\\", "") for c in app.caption]  # (inert text: markdown escaped)
+
+    assert any(c.endswith("(vLLM's FCFS)") for c in captions(at))
+    edited = fresh(policy="priority")
+    assert any(c.endswith("(vLLM's FCFS), changed: Scheduling policy = priority") for c in captions(edited))
+    edited.switch_page("pages/p99.py").run()
+    assert any("changed: Scheduling policy = priority" in c for c in captions(edited))
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_without_exception(at, page):
     at.switch_page(page).run()

@@ -29,6 +29,15 @@ def test_changed_values_are_all_the_link_holds(c):
         assert codec.parse(c.by_short[short], text) == values[short]
 
 
+def test_changes_are_described_for_the_header(c):
+    assert c.describe_changes(c.defaults) == ""  # the preset's own title says it all
+    values = {**c.defaults, "policy": "priority", "p0_rate": 0.75}
+    assert c.describe_changes(values) == "Scheduling policy = priority, P0: Arrival rate (req/s) = 0.75"
+    more = {**values, "reserve": 512, "inherit": True, "p2_cap": 4096}  # named in the sidebar's order
+    assert c.describe_changes(more, limit=2) == \
+        "Scheduling policy = priority, Token reserve for the top priority = 512, 3 more"
+
+
 def test_scenario_matches_the_cli_overrides(c):
     values = {**c.defaults, "reserve": 512, "p2_cap": 4096, "p2_over": "split"}
     cli = load("default", {"mitigations.p0_token_reserve": 512, "classes.P2.caps.max_prompt_tokens": 4096,
