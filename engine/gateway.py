@@ -125,6 +125,8 @@ class Gateway:
         self.band_of = [bands[p] for p in prio]
         n = rs.n
         self.arrived = np.full(n, np.nan)
+        self.seen = np.full(n, np.nan)  # when the gateway first looked at it (a grid point on a fixed step)
+        self.left = np.full(n, np.nan)  # when it was dispatched or dropped
         self.dispatched = np.full(n, np.nan)
         self.overtaken = np.zeros(n, np.int64)
         self.inversions = 0  # dispatches that overtook at least one more important waiting request
@@ -170,8 +172,10 @@ class Gateway:
         step, the grid point the arrival is taken at; its arrival time stays its own)."""
         rs = self.rs
         self.arrived[i] = rs.arrival[i] if np.isfinite(rs.arrival[i]) else t
+        self.seen[i] = t
         c = int(rs.cls[i])
         if self.class_gw_priority[c] < 0 and self.spec.shed_when_saturated and (s := self.saturation()) >= 1.0:
+            self.left[i] = t
             rs.reject(i, f"{HTTP_429} (gateway): sheddable (gateway priority {self.class_gw_priority[c]}) "
                          f"and the pool is saturated ({s:.2f} >= 1)")
             return
@@ -203,7 +207,7 @@ class Gateway:
     def _dispatch(self, i: int, now: float) -> None:
         rs = self.rs
         p = int(rs.prio[i])
-        self._leave(i, p)
+        self._leave(i, p, now)
         if any(n for q, n in self.waiting_lab.items() if q < p):  # a more important one waits
             self.inversions += 1
         for q in self.passed:
@@ -225,12 +229,13 @@ class Gateway:
                     i = q[0]
                     waited = now - float(self.arrived[i])
                     band.drop(i, int(rs.cls[i]))
-                    self._leave(i, int(rs.prio[i]))
+                    self._leave(i, int(rs.prio[i]), now)
                     rs.reject(i, f"{HTTP_429} (gateway): waited {waited:.3f} s in the gateway queue "
                                  f"(gateway.request_ttl_s = {ttl:g})")
 
-    def _leave(self, i: int, p: int) -> None:
-        """Request i (lab priority p) leaves the gateway queue: dispatched or dropped."""
+    def _leave(self, i: int, p: int, now: float) -> None:
+        """Request i (lab priority p) leaves the gateway queue at `now`: dispatched or dropped."""
+        self.left[i] = now
         self.waiting_lab[p] -= 1
         self.overtaken[i] = self.passed[p] - self._since[i]
 
@@ -242,6 +247,15 @@ class Gateway:
             self.overtaken[i] = self.passed[int(rs.prio[i])] - self._since[i]
         seen = np.isfinite(self.arrived)
         self.rs.arrival[seen] = self.arrived[seen]
+
+    def holds(self, t_end: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The waits at the gateway as (requests, starts, ends): from a request's arrival until it
+        was dispatched or dropped (or `t_end`, still queued) — each request the gateway held past
+        the moment it first looked (one dispatched then waited only for its arrival's grid point,
+        as it would in an engine's queue, where that is no wait segment either)."""
+        end = np.where(np.isnan(self.left), t_end, self.left)
+        ids = np.flatnonzero(np.isfinite(self.arrived) & (end > self.seen))
+        return ids, self.arrived[ids], end[ids]
 
     def still_queued(self) -> list[int]:
         return [i for b in self.bands for i in b.ids() if self.rs.status[i] == Status.PENDING]

@@ -210,6 +210,17 @@ class WaitLog:
     def finish(self, t_end: float) -> None:
         self._close(np.flatnonzero(self.cur != 0), t_end)
 
+    def add_closed(self, ids: np.ndarray, starts: np.ndarray, ends: np.ndarray, code: Reason) -> None:
+        """Waits that happened before any engine saw the requests (a gateway's holds): closed
+        segments on no replica (−1), with no KV check, blocker or holders."""
+        n = len(ids)
+        if not n:
+            return
+        none = np.full(n, -1, np.int32)
+        self.closed.append((np.arange(self.n_segments, self.n_segments + n, dtype=np.int32), ids, starts, ends,
+                            np.full(n, code, np.int8), none, none, none, none, np.full(n, np.nan), none))
+        self.n_segments += n
+
 
 def episodes_from(waits: dict[str, np.ndarray], adm: dict[str, np.ndarray], prio: np.ndarray,
                   ids: np.ndarray | None = None) -> dict[str, np.ndarray]:

@@ -18,6 +18,7 @@ class Reason(IntEnum):
     RESERVE = 5
     CLASS_CAP = 6
     PREEMPTED = 7
+    GATEWAY = 8  # held at a gateway, before any engine saw it (last: the engine's codes are 1 … 7)
 
     @property
     def label(self) -> str:
@@ -33,9 +34,12 @@ EXPLAIN: dict[Reason, str] = {
     Reason.RESERVE: "what is left (tokens or KV blocks) is reserved for the top-priority class",
     Reason.CLASS_CAP: "its class is at a cap (max_running or max_kv_blocks)",
     Reason.PREEMPTED: "was running and was evicted; waiting to be re-admitted",
+    Reason.GATEWAY: "held at the gateway, not yet sent to an engine: the pool counted as saturated, or its band "
+    "was held back or behind a more important one",
 }
 
 LABELS = [r.label for r in Reason]
+IN_ENGINE = [r for r in Reason if r not in (Reason.NONE, Reason.GATEWAY)]  # what an engine's queue records
 
 SHED_GATEWAY = "HTTP 429"  # how a request the gateway drops is rejected (engine.gateway)
 SHED = "HTTP 503"  # how a request refused by vLLM's API server queue limits is rejected (its reason starts so)
@@ -44,4 +48,4 @@ SHED = "HTTP 503"  # how a request refused by vLLM's API server queue limits is 
 # skipped for a transient constraint (a LoRA budget, a KV transfer, a blocked status) — and
 # "capacity" for every other waiting request. The engine's class cap skips a request the way
 # vLLM's LoRA budget does; every other reason waits for capacity (KV, budget, seats, the queue).
-VLLM_REASON = {r: ("deferred" if r == Reason.CLASS_CAP else "capacity") for r in Reason if r != Reason.NONE}
+VLLM_REASON = {r: ("deferred" if r == Reason.CLASS_CAP else "capacity") for r in IN_ENGINE}

@@ -31,7 +31,7 @@ from .clock import Clock
 from .cost import StepCost
 from .kv import KVPool
 from .observe import WaitLog
-from .reasons import VLLM_REASON, Reason
+from .reasons import IN_ENGINE, VLLM_REASON, Reason
 from .requests import Requests
 from .scheduler import Scheduler
 from .step import Step
@@ -42,7 +42,8 @@ WAKE = object()  # a wait until the router hands over an arrival
 _KV_SHORT, _RESERVE, _HOL = int(Reason.KV_SHORT), int(Reason.RESERVE), int(Reason.HEAD_OF_LINE)
 _TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
 _DEFERRED = [int(r) - 1 for r, word in VLLM_REASON.items() if word == "deferred"]  # vLLM's two words
-_NO_REASONS = [0] * (len(Reason) - 1)
+_NO_REASONS = [0] * len(IN_ENGINE)
+_CODES = len(IN_ENGINE) + 1  # the engine's codes are 1 … len(IN_ENGINE)
 
 
 class Replica:
@@ -221,7 +222,7 @@ class Replica:
         used = self.pool.used
         if len(step.waiting):
             waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(self._no_waiting)).tolist()
-            why = np.bincount(step.reasons, minlength=len(Reason)).tolist()[1:]
+            why = np.bincount(step.reasons, minlength=_CODES).tolist()[1:]
             deferred = sum(why[k] for k in _DEFERRED)
         else:
             waiting, why, deferred = self._no_waiting, _NO_REASONS, 0

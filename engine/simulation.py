@@ -26,6 +26,7 @@ from .kv import UNLIMITED, KVPool
 from .memory import breakdown
 from .observe import WaitLog
 from .policies import make_policy
+from .reasons import Reason
 from .replica import Replica
 from .requests import Requests, Status
 from .result import Result, build_result
@@ -282,7 +283,9 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     t_end = steps.end() or 0.0
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
-    log.finish(max(t_end, until) if len(left) else t_end)
+    log.finish(end := max(t_end, until) if len(left) else t_end)
+    if gateway is not None:
+        log.add_closed(*gateway.holds(end), Reason.GATEWAY)
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
 
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .reasons import LABELS
+from .reasons import IN_ENGINE
 
 # waiting requests per wait reason (`waiting_for_<reason>`) and in vLLM's two words
 # (`waiting_by_reason_capacity`, `_deferred`: see `reasons.VLLM_REASON`)
-WAITING_FOR = tuple(f"waiting_for_{label}" for label in LABELS[1:])
+WAITING_FOR = tuple(f"waiting_for_{r.label}" for r in IN_ENGINE)
 COLUMNS = ("replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_size", "admitted", "preempted",
            "kv_used", "kv_free", "reserve_idle", "waiting_by_reason_capacity", "waiting_by_reason_deferred",
            *WAITING_FOR)

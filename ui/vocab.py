@@ -32,6 +32,7 @@ _COLORS_AND_PHRASES: dict[Reason, tuple[str, str]] = {
     Reason.RESERVE: ("#868e96", N_("what was left was reserved")),
     Reason.CLASS_CAP: ("#66d9e8", N_("its class was at a cap")),
     Reason.PREEMPTED: ("#8d5524", N_("evicted and waiting to come back")),
+    Reason.GATEWAY: ("#495057", N_("held at the gateway")),
 }
 
 REASONS: dict[Reason, ReasonLook] = {

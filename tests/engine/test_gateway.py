@@ -306,10 +306,18 @@ def test_every_request_ends_once_and_gateway_times_are_ordered(data):
             assert (c["n"], c["completed"], c["rejected"], c["unfinished"], c["shed"]) == (
                 len(mine), int((st_ == "finished").sum()), int((st_ == "rejected").sum()),
                 int((st_ == "unfinished").sum()), int(shed.sum())), name
-    # the engine's wait segments start at dispatch, not before
+    # the engine's wait segments start at dispatch, not before; the wait at the gateway is one
+    # segment (on no replica) from the arrival until the dispatch, the drop or the end of the run
     if len(res.waits):
-        w = res.waits.merge(req[["id", "dispatched_s"]], left_on="request", right_on="id")
-        assert (w["start_s"] >= w["dispatched_s"] - EPS).all()
+        w = res.waits.merge(req[["id", "arrival_s", "dispatched_s"]], left_on="request", right_on="id")
+        at_gw = w["reason"] == "gateway"
+        assert (w.loc[~at_gw, "start_s"] >= w.loc[~at_gw, "dispatched_s"] - EPS).all()
+        g = w[at_gw]
+        assert g["request"].is_unique and (g["replica"] == -1).all() and (g["duration_s"] > 0).all()
+        assert (g["start_s"] == g["arrival_s"]).all()
+        sent_g = g["dispatched_s"].notna()
+        assert (g.loc[sent_g, "end_s"] == g.loc[sent_g, "dispatched_s"]).all()
+        assert (w.loc[~at_gw, "replica"] >= 0).all()
 
 
 def test_a_gateway_run_is_identical_across_processes(tmp_path):
@@ -373,8 +381,10 @@ def test_the_saturation_gate_holds_p0_too_and_that_wait_is_ttft(runs):
     # gateway-only priority does not rescue P0's tail: P99 17.0 s against 5.8 s in the engine
     assert gw["ttft_p99"] > 2.5 * engine["ttft_p99"]
     assert gw["gateway_queue_p99"] > 10  # 11.1 s waiting at the gateway, counted in TTFT
-    # both: P0 never blocked inside the engine, all its waiting is at the gateway (P99 11.5 s)
-    assert both["blocked_s"] == 0 and both["gateway_queue_p99"] > 10
+    # both: P0 never blocked inside the engine, all its waiting is at the gateway (P99 11.5 s):
+    # its blocked time is its time in the gateway queue
+    assert both["blocked_s"] == pytest.approx(both["gateway_queue_mean"] * both["n"], rel=1e-12)
+    assert both["blocked_s"] > 0 and both["gateway_queue_p99"] > 10
     assert both["ttft_p99"] > 1.5 * engine["ttft_p99"]
     # a P0 ceiling above saturation 1 with engine priority brings the tail back near (6.4 s)
     assert runs["both-ceiling"]["classes"]["P0"]["ttft_p99"] < 1.2 * engine["ttft_p99"]
@@ -413,14 +423,24 @@ def test_hand_worked_timeline_p0_dispatched_ahead_of_an_earlier_p1():
         },
         "gateway": {"queue_depth_threshold": 1},
     }
-    req = simulate(from_dict(data)).requests.sort_values(["arrival_s", "priority", "id"])
+    res = simulate(from_dict(data))
+    req = res.requests.sort_values(["arrival_s", "priority", "id"])
     got = req[["class", "arrival_s", "dispatched_s", "first_scheduled_s", "first_token_s", "finish_s"]]
     want = [("P1", 0.0, 0.0, 0.0, 0.1, 0.2), ("P1", 0.0, 0.1, 0.2, 0.3, 0.4), ("P1", 0.1, 0.5, 0.6, 0.7, 0.8),
             ("P0", 0.15, 0.3, 0.4, 0.5, 0.6)]
     assert [(r[0], *np.round(r[1:], 9)) for r in got.itertuples(index=False)] == want
     d = req[req["class"] == "P0"].iloc[0]
     assert d["gateway_queue_s"] == pytest.approx(0.15) and d["ttft_s"] == pytest.approx(0.35)
-    assert d["blocked_s"] == pytest.approx(0.1)  # at the engine: 0.3-0.4, waiting for the seat
+    assert d["blocked_s"] == pytest.approx(0.25)  # held at the gateway 0.15-0.3, then 0.3-0.4 for the seat
+    # the timeline's segments: a held at no point (dispatched at once), b and c and d held at the
+    # gateway from their arrival, then waiting at the engine for its one seat
+    waits = res.waits.sort_values(["request", "start_s"])
+    got = [(int(r.request), r.reason, round(r.start_s, 9), round(r.end_s, 9), r.replica)
+           for r in waits.itertuples()]
+    b, c, d_id = (int(i) for i in req["id"].iloc[1:])
+    assert got == sorted([(b, "gateway", 0.0, 0.1, -1), (b, "max_seqs", 0.1, 0.2, 0),
+                          (c, "gateway", 0.1, 0.5, -1), (c, "max_seqs", 0.5, 0.6, 0),
+                          (d_id, "gateway", 0.15, 0.3, -1), (d_id, "max_seqs", 0.3, 0.4, 0)])
     assert d["gateway_priority"] == 1 and req["gateway_overtaken"].sum() == 0
     data.pop("gateway")
     plain = simulate(from_dict(data)).requests

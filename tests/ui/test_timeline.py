@@ -127,6 +127,24 @@ def test_timeline_on_a_real_run_draws_every_wait_of_its_lanes():
     assert ahead_lane and ahead_lane[0].cls == "P1"
 
 
+def test_behind_a_gateway_the_timeline_and_the_story_show_the_wait_there():
+    res = simulate(load("gateway-priority", {"duration_s": 120}))
+    req = res.requests
+    worst = req[req["class"] == "P0"].sort_values("gateway_queue_s").iloc[-1]
+    assert worst["gateway_queue_s"] > 5 and worst["blocked_s"] >= worst["gateway_queue_s"]
+    w = (0.0, float(res.summary["sim_time_s"]))
+    lanes, got, held, _ = inversions.story_lanes(res, res.class_names, w)
+    lanes = [inversions.Lane(int(worst["id"]), "worst P0", "P0", "top")]  # the P0 held longest at the gateway
+    fig = timeline(res.requests, res.waits, res.episodes, res.steps, lanes, got.iloc[:0], held.iloc[:0],
+                   inversions.strip(res.episodes, res.class_names, w[1]), res.class_names, res.memory.blocks, 0, w)
+    bar = [t for t in fig.data if t.name == "waiting: gateway"]
+    assert bar and bar[0].line.color == "#495057"
+    xs = np.asarray(bar[0].x, dtype=float)
+    assert worst["arrival_s"] in xs and worst["dispatched_s"] in xs  # from its arrival to its dispatch
+    story = text.request_story(worst, res.waits, res.holders)
+    assert any(f"({worst['gateway_queue_s']:.2f} s): waits — held at the gateway, not yet sent" in s for s in story)
+
+
 def test_the_story_names_who_got_in_ahead_and_the_holders():
     run = Run()
     row = pd.Series({**run.requests.loc[1].to_dict(), "status": "finished", "reason": "", "prompt_tokens": 600,
