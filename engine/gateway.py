@@ -29,8 +29,10 @@ there from the Gateway API Inference Extension in 2026):
 The gateway looks when a request arrives and at every step boundary of every replica (the only
 times engine metrics change). It never writes a priority into the engine's request: the
 engine's policy is its own (`scheduler.policy`, `fcfs` as deployed). An engine sees a request
-arrive when it is dispatched (its FCFS order and wait segments start there; ties in dispatch
-order); TTFT and end-to-end latency count from the arrival at the gateway.
+arrive when it is dispatched (its FCFS order and engine wait segments start there; ties in
+dispatch order); TTFT, end-to-end latency and alerts count from the arrival at the gateway. The
+time a request is held here is a wait segment of its own (reason `gateway`, in the run's wait log),
+and a top-priority request held past the alert threshold raises its alert here.
 
 A gateway inversion: a request dispatched while a more important one (lower lab priority) waits
 at the gateway; `overtaken[i]` counts them for the waiting request i.
@@ -43,6 +45,7 @@ from collections import deque
 import numpy as np
 
 from .reasons import SHED_GATEWAY as HTTP_429  # the reason of a request the gateway drops starts so
+from .reasons import Reason
 from .requests import Status
 
 
@@ -105,7 +108,7 @@ class Gateway:
     """The flow controller. `replicas` are engine.replica.Replica objects (their scheduler's queue
     and KV pool are the metrics; `submit` hands a request over)."""
 
-    def __init__(self, spec, rs, replicas, class_names: list[str], class_priority):
+    def __init__(self, spec, rs, replicas, class_names: list[str], class_priority, log=None):
         self.spec, self.rs, self.replicas = spec, rs, replicas
         lab = [int(p) for p in class_priority]
         defaults = default_priorities(lab)
@@ -138,6 +141,13 @@ class Gateway:
         self.seq = 0
         self.scraped: tuple[list[int], list[float]] | None = None  # None: live metrics
         self.kick = None  # set by the scraper while it sleeps (engine.simulation)
+        # the wait log (engine.observe.WaitLog), if the waits here are observed: a request held
+        # here has a `gateway` wait segment, and a top-priority one raises its alert here
+        self.log = log
+        top = [self.band_of[c] for c, p in enumerate(lab) if p == min(lab)]
+        self.top_bands = [b for b in self.bands if any(b is t for t in top)]  # where top requests wait
+        if log is not None:
+            log.since = self.arrived  # alerts count from the arrival here, as TTFT does
 
     # -- metrics ---------------------------------------------------------------------------------
     def metrics(self) -> tuple[list[int], list[float]]:
@@ -183,6 +193,8 @@ class Gateway:
         p = int(rs.prio[i])
         self.waiting_lab[p] += 1
         self._since[i] = self.passed[p]
+        if self.log is not None:
+            self.log.hold(i, self.arrived[i], Reason.GATEWAY)
         self.pump(t)
         if self.kick is not None and not self.kick.triggered:
             self.kick.succeed()
@@ -202,7 +214,21 @@ class Gateway:
                     self._dispatch(band.pop(), now)
                     break
             else:
-                return
+                break
+        if self.log is not None and self.log.alert_after_s is not None:
+            self._alerts(now)
+
+    def _alerts(self, now: float) -> None:
+        """Top-priority requests still held here that have now waited long enough alert (at an
+        arrival or a step boundary: when an engine would have looked too)."""
+        log, after, top = self.log, self.log.alert_after_s, self.rs.is_top
+        for band in self.top_bands:
+            for q in band.flows.values():
+                for i in q:
+                    if now - float(self.arrived[i]) < after:
+                        break  # (a flow is in arrival order)
+                    if top[i] and not log.alerted[i]:
+                        log.alert_held(i, now)
 
     def _dispatch(self, i: int, now: float) -> None:
         rs = self.rs
@@ -234,8 +260,11 @@ class Gateway:
                                  f"(gateway.request_ttl_s = {ttl:g})")
 
     def _leave(self, i: int, p: int, now: float) -> None:
-        """Request i (lab priority p) leaves the gateway queue at `now`: dispatched or dropped."""
+        """Request i (lab priority p) leaves the gateway queue at `now`: dispatched or dropped (its
+        wait here is a segment if it outlasted the gateway's first look at it)."""
         self.left[i] = now
+        if self.log is not None:
+            self.log.release(i, now, keep=now > self.seen[i])
         self.waiting_lab[p] -= 1
         self.overtaken[i] = self.passed[p] - self._since[i]
 
@@ -247,15 +276,6 @@ class Gateway:
             self.overtaken[i] = self.passed[int(rs.prio[i])] - self._since[i]
         seen = np.isfinite(self.arrived)
         self.rs.arrival[seen] = self.arrived[seen]
-
-    def holds(self, t_end: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The waits at the gateway as (requests, starts, ends): from a request's arrival until it
-        was dispatched or dropped (or `t_end`, still queued) — each request the gateway held past
-        the moment it first looked (one dispatched then waited only for its arrival's grid point,
-        as it would in an engine's queue, where that is no wait segment either)."""
-        end = np.where(np.isnan(self.left), t_end, self.left)
-        ids = np.flatnonzero(np.isfinite(self.arrived) & (end > self.seen))
-        return ids, self.arrived[ids], end[ids]
 
     def still_queued(self) -> list[int]:
         return [i for b in self.bands for i in b.ids() if self.rs.status[i] == Status.PENDING]

@@ -62,6 +62,7 @@ class WaitLog:
         self.inv_last = np.full(n, -2, np.int32)  # the last step in which it was inverted
         self.inv_episodes = np.zeros(n, np.int32)
         self.alerted = np.zeros(n, bool)
+        self.since = rs.arrival  # what a wait is counted from for alerts (a gateway's own arrival times)
         # the open segment of each request, column by column
         self.o_start = np.zeros(n)
         self.o_need = np.full(n, -1, np.int32)
@@ -104,9 +105,9 @@ class WaitLog:
             if step.admitted:
                 self._inversions(k, dt, w, step.admitted)
         if self.alert_after_s is not None and len(w):
-            late = np.flatnonzero(rs.is_top[w] & ~self.alerted[w] & (t - rs.arrival[w] >= self.alert_after_s))
+            late = np.flatnonzero(rs.is_top[w] & ~self.alerted[w] & (t - self.since[w] >= self.alert_after_s))
             for j in late.tolist():
-                self._alert(replica, view, int(w[j]), t, step, j)
+                self._alert(replica, view, int(w[j]), t, int(step.need[j]), int(step.room[j]))
 
     @staticmethod
     def _holders(view, short_by):
@@ -182,10 +183,9 @@ class WaitLog:
         self.inv_episodes[inv[self.inv_last[inv] != k - 1]] += 1
         self.inv_last[inv] = k
 
-    def _alert(self, replica: int, view, i: int, t: float, step, j: int) -> None:
+    def _alert(self, replica: int, view, i: int, t: float, need: int, free: int) -> None:
         self.alerted[i] = True
         code = int(self.cur[i])
-        need, free = int(step.need[j]), int(step.room[j])
         snap = -1
         eta = np.nan
         if need >= 0:
@@ -198,7 +198,7 @@ class WaitLog:
                 "time_s": t,
                 "request": i,
                 "class": self.rs.class_names[self.rs.cls[i]],
-                "waited_s": t - self.rs.arrival[i],
+                "waited_s": t - self.since[i],
                 "reason": Reason(code).label,
                 "short_by_blocks": max(need - free, 0) if need >= 0 else None,
                 "eta_s": eta,
@@ -210,16 +210,25 @@ class WaitLog:
     def finish(self, t_end: float) -> None:
         self._close(np.flatnonzero(self.cur != 0), t_end)
 
-    def add_closed(self, ids: np.ndarray, starts: np.ndarray, ends: np.ndarray, code: Reason) -> None:
-        """Waits that happened before any engine saw the requests (a gateway's holds): closed
-        segments on no replica (−1), with no KV check, blocker or holders."""
-        n = len(ids)
-        if not n:
-            return
-        none = np.full(n, -1, np.int32)
-        self.closed.append((np.arange(self.n_segments, self.n_segments + n, dtype=np.int32), ids, starts, ends,
-                            np.full(n, code, np.int8), none, none, none, none, np.full(n, np.nan), none))
-        self.n_segments += n
+    # -- waits before any engine (a gateway's queue): one segment on no replica (−1), no KV check
+    def hold(self, i: int, t: float, code: Reason) -> None:
+        """Request i waits outside the engines from t."""
+        self.o_start[i], self.o_need[i], self.o_free[i], self.o_blocker[i] = t, -1, -1, -1
+        self.o_holders[i], self.o_eta[i], self.o_replica[i] = -1, np.nan, -1
+        self.o_id[i] = self.n_segments
+        self.n_segments += 1
+        self.cur[i] = code
+
+    def release(self, i: int, t: float, keep: bool) -> None:
+        """Its wait outside the engines ends at t: a segment if `keep`, else none at all."""
+        if keep:
+            self._close(np.array([i]), t)
+        else:
+            self.cur[i] = 0
+
+    def alert_held(self, i: int, t: float) -> None:
+        """A top-priority request held outside the engines has waited long enough to alert."""
+        self._alert(-1, None, i, t, -1, -1)
 
 
 def episodes_from(waits: dict[str, np.ndarray], adm: dict[str, np.ndarray], prio: np.ndarray,

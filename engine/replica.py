@@ -446,7 +446,7 @@ class Replica:
         if not len(w):
             return math.inf
         # the least float t with t − a ≥ after, so that "start < t" is exactly "no alert yet"
-        a = float(self.rs.arrival[w].min())
+        a = float(self.log.since[w].min())
         t = a + after
         while t - a >= after:
             t = math.nextafter(t, -math.inf)

@@ -26,7 +26,6 @@ from .kv import UNLIMITED, KVPool
 from .memory import breakdown
 from .observe import WaitLog
 from .policies import make_policy
-from .reasons import Reason
 from .replica import Replica
 from .requests import Requests, Status
 from .result import Result, build_result
@@ -247,7 +246,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     until_sim = until if clock.grid is None else until / clock.grid
     gateway = None
     if gw_spec is not None:  # arrivals reach the gateway; it dispatches at arrivals and step boundaries
-        gateway = Gateway(gw_spec, rs, replicas, names, wl.class_priority)
+        gateway = Gateway(gw_spec, rs, replicas, names, wl.class_priority, log)
         feed = GatewayFeed(gateway, steps.compact)
         if gw_spec.scrape_interval_s > 0:
             env.process(_scraper(env, gateway, gw_spec.scrape_interval_s, clock))
@@ -283,9 +282,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     t_end = steps.end() or 0.0
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
-    log.finish(end := max(t_end, until) if len(left) else t_end)
-    if gateway is not None:
-        log.add_closed(*gateway.holds(end), Reason.GATEWAY)
+    log.finish(max(t_end, until) if len(left) else t_end)
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
 
 

@@ -268,6 +268,7 @@ def gateway_scenarios(draw) -> dict:
         "classes": classes,
     }
     data["replicas"] = {"count": draw(st.integers(1, 2))}
+    data.setdefault("mitigations", {})["alert_after_s"] = draw(st.sampled_from([None, 0.05, 0.5]))
     return data
 
 
@@ -318,6 +319,18 @@ def test_every_request_ends_once_and_gateway_times_are_ordered(data):
         sent_g = g["dispatched_s"].notna()
         assert (g.loc[sent_g, "end_s"] == g.loc[sent_g, "dispatched_s"]).all()
         assert (w.loc[~at_gw, "replica"] >= 0).all()
+    # an alert counts from the arrival at the gateway, once per request, and one raised there
+    # falls inside the request's wait at the gateway
+    after = data["mitigations"]["alert_after_s"]
+    if after is None:
+        assert not len(res.alerts)
+    elif len(res.alerts):
+        a = res.alerts.merge(req[["id", "arrival_s", "priority"]], left_on="request", right_on="id")
+        assert a["request"].is_unique and (a["priority"] == req["priority"].min()).all()
+        assert np.allclose(a["waited_s"], a["time_s"] - a["arrival_s"]) and (a["waited_s"] >= after - EPS).all()
+        at_gw = a[a["replica"] == -1].merge(res.waits[res.waits["reason"] == "gateway"], left_on="wait", right_on="id")
+        assert len(at_gw) == int((a["replica"] == -1).sum()) and (at_gw["reason_x"] == "gateway").all()
+        assert ((at_gw["start_s"] <= at_gw["time_s"]) & (at_gw["time_s"] <= at_gw["end_s"])).all()
 
 
 def test_a_gateway_run_is_identical_across_processes(tmp_path):
@@ -442,6 +455,13 @@ def test_hand_worked_timeline_p0_dispatched_ahead_of_an_earlier_p1():
                           (c, "gateway", 0.1, 0.5, -1), (c, "max_seqs", 0.5, 0.6, 0),
                           (d_id, "gateway", 0.15, 0.3, -1), (d_id, "max_seqs", 0.3, 0.4, 0)])
     assert d["gateway_priority"] == 1 and req["gateway_overtaken"].sum() == 0
+    # the alert counts from the arrival at the gateway: d alerts while held there (looked at 0.2,
+    # waited 0.05 s), or, with a longer threshold, at the engine's step at 0.3 (waited 0.15 s)
+    for after, want in ((0.04, (0.2, "gateway", -1, 0.05)), (0.1, (0.3, "max_seqs", 0, 0.15))):
+        alerts = simulate(from_dict({**data, "mitigations": {"alert_after_s": after}})).alerts
+        assert len(alerts) == 1 and alerts["request"].iloc[0] == d_id, alerts
+        a = alerts.iloc[0]
+        assert (round(a["time_s"], 9), a["reason"], a["replica"], round(a["waited_s"], 9)) == want
     data.pop("gateway")
     plain = simulate(from_dict(data)).requests
     assert plain.loc[plain["class"] == "P0", "first_token_s"].round(9).tolist() == [0.7]
