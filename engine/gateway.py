@@ -129,7 +129,6 @@ class Gateway:
         n = rs.n
         self.arrived = np.full(n, np.nan)
         self.seen = np.full(n, np.nan)  # when the gateway first looked at it (a grid point on a fixed step)
-        self.left = np.full(n, np.nan)  # when it was dispatched or dropped
         self.dispatched = np.full(n, np.nan)
         self.overtaken = np.zeros(n, np.int64)
         self.inversions = 0  # dispatches that overtook at least one more important waiting request
@@ -185,7 +184,6 @@ class Gateway:
         self.seen[i] = t
         c = int(rs.cls[i])
         if self.class_gw_priority[c] < 0 and self.spec.shed_when_saturated and (s := self.saturation()) >= 1.0:
-            self.left[i] = t
             rs.reject(i, f"{HTTP_429} (gateway): sheddable (gateway priority {self.class_gw_priority[c]}) "
                          f"and the pool is saturated ({s:.2f} >= 1)")
             return
@@ -262,7 +260,6 @@ class Gateway:
     def _leave(self, i: int, p: int, now: float) -> None:
         """Request i (lab priority p) leaves the gateway queue at `now`: dispatched or dropped (its
         wait here is a segment if it outlasted the gateway's first look at it)."""
-        self.left[i] = now
         if self.log is not None:
             self.log.release(i, now, keep=now > self.seen[i])
         self.waiting_lab[p] -= 1

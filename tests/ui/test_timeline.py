@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import load, simulate
-from ui import inversions, text
+from engine.reasons import Reason
+from ui import inversions, text, vocab
 from ui.fig_timeline import lane_positions, timeline
 
 
@@ -138,7 +139,7 @@ def test_behind_a_gateway_the_timeline_and_the_story_show_the_wait_there():
     fig = timeline(res.requests, res.waits, res.episodes, res.steps, lanes, got.iloc[:0], held.iloc[:0],
                    inversions.strip(res.episodes, res.class_names, w[1]), res.class_names, res.memory.blocks, 0, w)
     bar = [t for t in fig.data if t.name == "waiting: gateway"]
-    assert bar and bar[0].line.color == "#495057"
+    assert bar and bar[0].line.color == vocab.REASONS[Reason.GATEWAY].color
     xs = np.asarray(bar[0].x, dtype=float)
     assert worst["arrival_s"] in xs and worst["dispatched_s"] in xs  # from its arrival to its dispatch
     story = text.request_story(worst, res.waits, res.holders)
