@@ -10,7 +10,6 @@ FCFS rules, timed in the same process environment — the yardstick for "faster 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -37,31 +36,32 @@ def measure(name: str) -> dict:
 
 
 class _Req:
-    __slots__ = ("tick", "prompt", "end", "computed", "seq", "finish")
+    __slots__ = ("arrival", "prompt", "end", "computed", "seq", "finish")
 
-    def __init__(self, tick: int, prompt: int, output: int):
-        self.tick, self.prompt, self.end = tick, prompt, prompt + output
+    def __init__(self, arrival: float, prompt: int, output: int):
+        self.arrival, self.prompt, self.end = arrival, prompt, prompt + output
         self.computed, self.seq, self.finish = 0, prompt, -1.0
 
 
 def naive_loop(arrival, prompt, output, blocks: int, block_size: int, budget: int, max_seqs: int,
                step_s: float, asyn: bool = True) -> tuple[int, list[float]]:
     """vLLM v1 FCFS stepped one iteration at a time over per-request objects: (steps, finish times).
-    `blocks` usable KV blocks; steps on the grid k·step_s; `asyn`: a finished request leaves
-    after the next schedule() call (which takes no time if it schedules nothing). No prefix cache:
-    the engine agrees with it when nothing shares a prefix and nothing is preempted (vidur-2k)."""
-    reqs = [_Req(math.ceil(round(a / step_s, 9)), p, o) for a, p, o in zip(arrival, prompt, output)]
+    `blocks` usable KV blocks; an idle engine starts at an arrival, a busy one steps at
+    origin + k·step_s; `asyn`: a finished request leaves after the next schedule() call (which
+    takes no time if it schedules nothing). No prefix cache: the engine agrees with it when
+    nothing shares a prefix and nothing is preempted (vidur-2k)."""
+    reqs = [_Req(a, p, o) for a, p, o in zip(arrival, prompt, output)]
     pending, waiting, running, in_flight = deque(reqs), deque(), [], []
-    free, tick, steps = blocks, 0, 0
+    free, origin, tick, steps, eps = blocks, 0.0, 0, 0, step_s * 1e-9
 
     def need(tokens: int) -> int:
         return -(-tokens // block_size)
 
     while pending or waiting or running:
-        while pending and pending[0].tick <= tick:
+        while pending and pending[0].arrival <= origin + tick * step_s + eps:
             waiting.append(pending.popleft())
         if not waiting and not running:
-            tick = pending[0].tick
+            origin, tick = pending[0].arrival, 0  # idle: the next arrival starts a step at once
             continue
         left, chunk, preempted, free = _naive_running(running, waiting, free, budget, need)
         if not preempted:
@@ -85,7 +85,7 @@ def naive_loop(arrival, prompt, output, blocks: int, block_size: int, budget: in
                 r.seq += 1
                 if r.seq == r.end:
                     done.append(r)
-                    r.finish = tick * step_s
+                    r.finish = origin + tick * step_s
         if asyn:
             in_flight = done
             continue

@@ -1,48 +1,55 @@
-"""An engine's clock: exact grid points on a fixed step, float sums of step times otherwise.
+"""An engine's clock: busy, steps run back to back; idle, the next request starts one at once.
 
-With `cost.model: fixed` every step lasts the same time dt, so step k starts at exactly k·dt:
-time is an integer number of ticks and a start time is always the product `k * dt` (never a
-running sum, whose rounding errors would drift off the grid and pick up an arrival at k·dt a
-step late). An arrival belongs to the first grid point at or after it (a time within 10⁻⁹ of a
-step of a grid point counts as on it, so 0.3 on a 0.1 s grid is step 3 whatever binary rounding
-does): an idle engine wakes there, a busy one takes it at that step. A step that also moves KV
-to or from host memory (`preempt_mode: swap`) stalls the engine for whole steps: it lasts
-ceil((dt + transfer) / dt) ticks, so the grid stays exact.
+vLLM's engine core blocks on its input queue while it has nothing to do and starts a step the
+moment a request arrives; while it is busy it runs steps back to back, and a request that arrives
+during a step is taken at the next step boundary. So time is continuous between busy periods and
+stepped within one: a busy period that starts at t0 has its steps at t0, t0 + dt₁, ...
 
-With the roofline cost every step has its own time, the clock is the float sum of them, and an
-arrival is taken at the first step that starts at or after it.
+With `cost.model: fixed` every step lasts the same dt, and the k-th step of a busy period starts
+at exactly `origin + k * dt` (a product, never a running sum, whose rounding errors would drift
+and pick up an arrival at a boundary a step late). An arrival within 10⁻⁹ of a step after a
+boundary counts as at it (`eps`), so an arrival at 0.3 meets the boundary 0 + 3 × 0.1 whatever
+binary rounding does. A step that also moves KV to or from host memory (`preempt_mode: swap`)
+stalls the engine for whole steps: it lasts ceil((dt + transfer) / dt) ticks, so the boundaries
+stay on the busy period's grid.
+
+With the roofline cost every step has its own time and the clock is the float sum of them.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
-_TOL = 9  # decimals of a step to which times are rounded before snapping to the grid
+_TOL = 9  # decimals of a step to which a step's length is rounded before counting whole ticks
 
 
 class Clock:
-    """`grid` = the fixed step time (None: no grid). The replica counts the grid's ticks itself."""
+    """`grid`: the fixed step time (None: no grid). `now` is the current boundary; on a grid it is
+    `origin + tick * grid`, where `origin` is when the busy period began."""
 
     def __init__(self, grid: float | None):
         self.grid = grid
+        self.eps = grid * 10.0**-_TOL if grid is not None else 0.0  # arrivals this close after a boundary are at it
+        self.origin = 0.0
+        self.tick = 0
+        self.now = 0.0
 
-    def snap(self, t: float) -> float:
-        """The first grid point at or after t (t itself without a grid)."""
-        if self.grid is None or not math.isfinite(t):
-            return t
-        return math.ceil(round(t / self.grid, _TOL)) * self.grid
+    def start(self, t: float) -> None:
+        """An idle engine wakes at t: a new busy period begins there."""
+        self.origin, self.tick, self.now = t, 0, t
 
-    def snap_many(self, t: np.ndarray) -> np.ndarray:
+    def at(self, ticks: int) -> float:
+        """The boundary `ticks` steps after the current one (grid only)."""
+        return self.origin + (self.tick + ticks) * self.grid
+
+    def advance(self, ticks: int, dt: float) -> None:
+        """Move on by one step of `ticks` grid steps (grid) or of `dt` seconds (no grid)."""
         if self.grid is None:
-            return t
-        return np.ceil(np.round(np.asarray(t, dtype=float) / self.grid, _TOL)) * self.grid
+            self.now = self.now + dt
+        else:
+            self.tick += ticks
+            self.now = self.origin + self.tick * self.grid
 
     def ticks(self, dt: float) -> int:
         """Whole grid steps a step of dt seconds stalls the engine for (at least one)."""
         return max(1, math.ceil(round(dt / self.grid, _TOL)))
-
-    def to_sim(self, t: float) -> float:
-        """SimPy's time for t: grid ticks on a grid (exact integers), seconds otherwise."""
-        return t if self.grid is None else round(t / self.grid)

@@ -128,7 +128,7 @@ class Gateway:
         self.band_of = [bands[p] for p in prio]
         n = rs.n
         self.arrived = np.full(n, np.nan)
-        self.seen = np.full(n, np.nan)  # when the gateway first looked at it (a grid point on a fixed step)
+        self.seen = np.full(n, np.nan)  # when the gateway first looked at it
         self.dispatched = np.full(n, np.nan)
         self.overtaken = np.zeros(n, np.int64)
         self.inversions = 0  # dispatches that overtook at least one more important waiting request
@@ -177,8 +177,7 @@ class Gateway:
 
     # -- arrivals and dispatch -------------------------------------------------------------------
     def arrive(self, i: int, t: float) -> None:
-        """Request i reaches the gateway: queued (or shed), then the gateway looks at t (on a fixed
-        step, the grid point the arrival is taken at; its arrival time stays its own)."""
+        """Request i reaches the gateway: queued (or shed), then the gateway looks at t."""
         rs = self.rs
         self.arrived[i] = rs.arrival[i] if np.isfinite(rs.arrival[i]) else t
         self.seen[i] = t

@@ -1,7 +1,8 @@
 """One engine instance: its scheduler, its KV pool, and its step loop as a SimPy process.
 
 The loop is nano-vLLM's `step()`: schedule → run for the step time → apply results. When nothing
-is queued or running, the replica sleeps until its feed hands it the next arrival. A schedule()
+is queued or running, the replica sleeps until its feed hands it the next arrival and starts a step
+at that instant (vLLM's engine core blocks on its input queue). A schedule()
 call that schedules nothing yet changes something (it preempted every running request; under
 async scheduling, it took in the last step's outputs) runs no forward pass and takes no time, as
 in vLLM: the next call, at the same instant, builds the step. A call that schedules nothing and
@@ -15,9 +16,9 @@ out how many steps that is (`_quiet_steps`), computes their step times exactly a
 (the roofline time grows with the context every step), logs them as one run, and advances time
 in one SimPy timeout. Every decision, count and time equals stepping one at a time.
 
-The replica keeps its own clock (`now`, `engine.clock`): exact grid points k·dt on a fixed step,
-otherwise the same float additions stepping makes, so a run's end is exactly where stepping would
-have arrived; SimPy's clock only orders the replicas.
+The replica keeps its own clock (`now`, `engine.clock`): on a fixed step the exact boundaries
+origin + k·dt of the busy period, otherwise the same float additions stepping makes, so a run's
+end is exactly where stepping would have arrived; SimPy's clock only orders the replicas.
 """
 
 from __future__ import annotations
@@ -55,16 +56,18 @@ class Replica:
         self.on_finish = on_finish
         self.until, self.skip = until, skip and sched.multi_step  # (SGLang's loop: every step decided)
         self.k = 0
-        self.now = 0.0
-        self.clock = Clock(cost.fixed_s)
-        self.grid = cost.fixed_s  # a fixed step: time is grid ticks (`tick`), now = tick × grid
-        self.tick = 0
-        self.sim = 0  # SimPy's clock as it would read (ticks on a grid): the sum of the waits yielded
+        self.clock = Clock(cost.fixed_s)  # the engine's own time (`now`): exact boundaries
+        self.grid = cost.fixed_s  # a fixed step: boundaries are origin + tick × grid
+        self.sim = 0.0  # SimPy's clock as it would read: the sum of the waits yielded
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
         self._no_waiting = [0] * len(self.pool.used_cls)
         self._carried: list[int] = []  # requests preempted by empty schedule() calls since the last step
+
+    @property
+    def now(self) -> float:
+        return self.clock.now
 
     @property
     def load(self) -> int:
@@ -92,6 +95,9 @@ class Replica:
                 yield self._wake
                 self._wake = None
                 self.sim = env.now
+                # an idle engine starts at once; the first request's own time where SimPy's
+                # float sums put the wake an ulp before it
+                self.clock.start(max([self.sim, *(float(self.rs.arrival[i]) for i in self.pending)]))
             else:
                 yield env.timeout(wait)
 
@@ -108,14 +114,17 @@ class Replica:
         when the next one is due."""
         sched, skip = self.sched, self.skip
         running, queued = sched.running, sched.queue.order
-        strict = feed.strict and self.grid is not None
-        self.now = self.tick = self.sim = 0
+        strict, clock, eps = feed.strict and self.grid is not None, self.clock, self.clock.eps
+        clock.start(0.0)
+        self.sim = 0.0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
         while True:
-            if strict:
-                yield 0  # let arrivals routed at this very grid point reach us first
-            if feed.next_t <= self.now:
-                for i in feed(self.now):
+            if strict:  # let arrivals routed at this boundary (within eps) reach us first
+                wait = feed.next_t - self.sim if self.sim < feed.next_t <= clock.now + eps else 0.0
+                self.sim += wait
+                yield wait
+            if feed.next_t <= clock.now + eps:
+                for i in feed(clock.now + eps):
                     self.submit(i)
             if self.pending:
                 self._enter_pending()
@@ -137,16 +146,11 @@ class Replica:
                 last = None  # an empty schedule() call: no forward pass, no time
                 continue
             step, row, dt, ticks = begun
-            now = self.now
-            if ticks:
-                self.sim += ticks
-                yield ticks
-                self.tick += ticks
-                self.now = self.tick * self.grid
-            else:
-                self.sim += dt
-                yield dt
-                self.now = now + dt
+            now = clock.now
+            wait = (clock.at(ticks) if ticks else now + dt) - self.sim
+            self.sim += wait
+            yield wait
+            clock.advance(ticks, dt)
             last = self._end(step, row, now, dt)
 
     def _begin(self, last: Step | None):
@@ -199,23 +203,15 @@ class Replica:
         return bool(short.any() and (step.need[short] > free).all())
 
     def _sleep(self, feed):
-        """Nothing to do: sleep until the feed's next arrival, or until the router wakes us."""
+        """Nothing to do: sleep until the feed's next arrival, or until the router wakes us; the
+        engine starts at that instant (a new busy period)."""
         if not feed.strict and feed.next_t < math.inf:
-            if self.grid is None:
-                delay = max(feed.next_t - self.now, 0.0)
-                self.sim += delay
-                yield delay
-                self.now = self.now + delay
-            else:  # feed times are grid points
-                ticks = round(feed.next_t / self.grid) - self.tick
-                self.sim += ticks
-                yield ticks
-                self.tick += ticks
-                self.now = self.tick * self.grid
+            delay = max(feed.next_t - self.sim, 0.0)
+            self.sim += delay
+            yield delay
+            self.clock.start(max(feed.next_t, self.clock.now))
         else:
-            yield WAKE  # (`process` sets `sim` to SimPy's clock: on a grid, routed arrivals come on ticks)
-            self.tick = self.sim
-            self.now = self.sim if self.grid is None else self.tick * self.grid
+            yield WAKE  # (`process` starts the clock when the router hands over an arrival)
 
     def _row(self, step: Step) -> list[int]:
         """The step's integer columns of the step log (see `StepLog`)."""
@@ -236,18 +232,16 @@ class Replica:
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
+        clock = self.clock
+        t_end = clock.at(m) if self.grid is not None else starts[-1] + dts[-1]
+        wait = max(t_end - self.sim, 0.0)
+        self.sim += wait
+        yield wait
         if self.grid is not None:
-            self.sim += m
-            yield m
-            self.tick += m
-            self.now = self.tick * self.grid
+            clock.advance(m, 0.0)
         else:
-            t_end = starts[-1] + dts[-1]
-            wait = max(t_end - self.sim, 0.0)
-            self.sim += wait
-            yield wait
-            self.now = t_end
-        t_end = self.now
+            clock.now = t_end
+        t_end = clock.now
         self.k += m
         used = self.pool.used_cls
         growth = [b - a for a, b in zip(used, kv[-len(used):])]
@@ -292,12 +286,12 @@ class Replica:
         cache = sched.cache
         if cache is not None and cache.hashing:  # stop before a shareable block would be hashed
             m = min([m] + [cache.pending(i) - run.comp_seq(run.ids.index(i))[0] - 1 for i in cache.hashing])
-        start_by = feed.next_t  # steps must start before this
+        start_by = feed.next_t - self.clock.eps  # steps must start before this (an arrival within eps is due)
         if last is not None and self.log.alert_after_s is not None:
             start_by = min(start_by, self._alert_time(last))
         end_by = min(self.until, feed.next_t) if feed.strict else self.until  # and end before this
         if self.grid is not None:  # one tick each: how many fit is arithmetic
-            if min(start_by, end_by) < (self.tick + m + 2) * self.grid:
+            if min(start_by, end_by) < self.clock.at(m + 2):
                 m = min(m, self._grid_steps(start_by, end_by))
         elif min(start_by, end_by) < math.inf:  # steps only get longer as the context grows
             m = min(m, int((min(start_by, end_by) - self.now) / self.cost(n, run.ctx + 0.5 * n, run.ctx)) + 2)
@@ -309,8 +303,8 @@ class Replica:
         c = len(self._no_waiting)
         m = len(kv) // c
         if self.grid is not None:
-            g, k = self.grid, self.tick
-            return [j * g for j in range(k, k + m)], [g] * m, kv, row
+            at = self.clock.at
+            return [at(j) for j in range(m)], [self.grid] * m, kv, row
         starts, dts = self._times(m, n, run.ctx, start_by, end_by)
         if not starts:
             return None
@@ -334,15 +328,15 @@ class Replica:
     def _grid_steps(self, start_by: float, end_by: float) -> int:
         """On a fixed step: how many steps from this tick start before `start_by` and end before
         `end_by` (the same float comparisons stepping makes, at the boundary)."""
-        g, k = self.grid, self.tick
-        j = k + MAX_RUN  # the last step j that may run: j·g < start_by and (j + 1)·g < end_by
+        g, o, k = self.grid, self.clock.origin, self.clock.tick
+        j = k + MAX_RUN  # the last step j that may run: o + j·g < start_by and o + (j + 1)·g < end_by
         if start_by < math.inf:
-            j = min(j, math.floor(start_by / g) + 1)
-            while j * g >= start_by:
+            j = min(j, math.floor((start_by - o) / g) + 1)
+            while o + j * g >= start_by:
                 j -= 1
         if end_by < math.inf:
-            j = min(j, math.floor(end_by / g))
-            while (j + 1) * g >= end_by:
+            j = min(j, math.floor((end_by - o) / g))
+            while o + (j + 1) * g >= end_by:
                 j -= 1
         return max(0, j - k + 1)
 

@@ -19,7 +19,6 @@ from dataclasses import replace
 import numpy as np
 import simpy
 
-from .clock import Clock
 from .cost import make_step_cost
 from .gateway import Gateway
 from .kv import UNLIMITED, KVPool
@@ -241,23 +240,21 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
         replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))
-    clock = Clock(cost.fixed_s)
-    due = clock.snap_many(rs.arrival[first])  # on a fixed step: the grid point each arrival is taken at
-    until_sim = until if clock.grid is None else until / clock.grid
+    due = rs.arrival[first]  # an idle engine starts at the arrival, a busy one takes it at its next step
     gateway = None
     if gw_spec is not None:  # arrivals reach the gateway; it dispatches at arrivals and step boundaries
         gateway = Gateway(gw_spec, rs, replicas, names, wl.class_priority, log)
         feed = GatewayFeed(gateway, steps.compact)
         if gw_spec.scrape_interval_s > 0:
-            env.process(_scraper(env, gateway, gw_spec.scrape_interval_s, clock))
+            env.process(_scraper(env, gateway, gw_spec.scrape_interval_s))
         for rep in replicas:
             env.process(rep.process(feed))
 
         def route(j: int, t: float) -> None:
             gateway.arrive(j, t)
 
-        env.process(_router(env, first, due, route, RouterFeed(due), clock, steps.compact))
-        env.run(until=until_sim)
+        env.process(_router(env, first, due, route, RouterFeed(due), steps.compact))
+        env.run(until=until)
         gateway.finish()
     elif len(replicas) == 1:  # no router: the replica's loop runs without SimPy
         feed = StaticFeed(first, due, steps.compact)
@@ -265,7 +262,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
         def route(j: int, t: float) -> None:
             feed.add(j, t)
 
-        replicas[0].drive(feed, until_sim)
+        replicas[0].drive(feed, until)
     else:
         shared = RouterFeed(due)
         for rep in replicas:
@@ -276,8 +273,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
             best = min(allowed, key=lambda k: (replicas[k].load, k))
             replicas[best].submit(j)
 
-        env.process(_router(env, first, due, route, shared, clock, steps.compact))
-        env.run(until=until_sim)
+        env.process(_router(env, first, due, route, shared, steps.compact))
+        env.run(until=until)
     steps.seal()  # the log is complete: compact it before the frames are built
     t_end = steps.end() or 0.0
     left = rs.in_flight()
@@ -286,13 +283,11 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
 
 
-def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, clock: Clock,
-            tidy):
+def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, tidy):
     """Hands each arrival over at its time (and, between steps, lets the step log compact itself)."""
     for i, t in _pairs(ids, times):
-        at = clock.to_sim(t)
-        if at > env.now:
-            yield env.timeout(at - env.now)
+        if t > env.now:
+            yield env.timeout(t - env.now)
         feed.routed()
         route(i, t)
         tidy()
@@ -304,13 +299,12 @@ def _pairs(ids: np.ndarray, times: np.ndarray):
         yield from zip(ids[k:k + WINDOW].tolist(), times[k:k + WINDOW].tolist())
 
 
-def _scraper(env: simpy.Environment, gateway: Gateway, interval: float, clock: Clock):
-    """The gateway's metric scrapes, at multiples of the interval (whole steps on a fixed step),
-    each followed by a look at what may go; asleep while nothing is anywhere."""
-    every = interval if clock.grid is None else max(1, round(interval / clock.grid))
+def _scraper(env: simpy.Environment, gateway: Gateway, every: float):
+    """The gateway's metric scrapes, at multiples of the interval, each followed by a look at
+    what may go; asleep while nothing is anywhere."""
     while True:
         gateway.scrape()
-        gateway.pump(env.now if clock.grid is None else env.now * clock.grid)
+        gateway.pump(env.now)
         if gateway.idle:
             gateway.kick = env.event()
             yield gateway.kick

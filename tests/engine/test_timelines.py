@@ -188,21 +188,30 @@ def test_every_policy_finishes_the_hol_case(simulate_case, policy):
 # --- time on a fixed step ------------------------------------------------------------------------
 
 
-def test_fixed_step_time_is_an_exact_grid(simulate_case):
-    """Step 0.1 s (not a binary fraction). A (4 + 3 tokens) at 0: prefill in step 0 (first token
-    at 0.1), decodes in steps 1 and 2 (finish at 0.3). B (4 + 1) arrives at 0.3 = 3 × 0.1 and is
-    taken at step 3 — not a step late, although 0.1 + 0.1 + 0.1 > 0.3 in floating point — and
-    finishes with its first token at 0.4. The engine is then idle; C arrives at 0.75 and the
-    engine wakes at the next grid point, 0.8 (step 8). D arrives at 2.9 (2.9 / 0.1 is
-    28.999999999999996 in floating point): step 29. Every step starts at exactly k × 0.1."""
-    case = {"P0": (0, [(0.0, 4, 3), (0.3, 4, 1), (0.75, 4, 1), (2.9, 4, 1)])}
+def test_idle_engine_starts_at_the_arrival_busy_engine_at_its_next_step(simulate_case):
+    """Step 0.1 s (not a binary fraction), synchronous scheduling. vLLM's engine core blocks on
+    its input queue when idle and starts a step the moment a request arrives; busy, it runs
+    steps back to back, and a request that arrives during a step waits for the next boundary.
+
+    A (4 + 3 tokens) at 0: prefill in the step at 0 (first token at 0.1), decodes at 0.1 and 0.2
+    (finish at 0.3). B (4 + 1) arrives at 0.3 = 0 + 3 × 0.1 and is taken at that boundary — not a
+    step late, although 0.1 + 0.1 + 0.1 > 0.3 in floating point — first token and finish at 0.4.
+    The engine is then idle. C (4 + 3) arrives at 0.75: a step starts at 0.75 at once (a busy
+    period with origin 0.75), first token 0.85, finish 1.05. E (4 + 1) arrives at 0.8, during C's
+    first step: it is taken at the next boundary 0.75 + 1 × 0.1 and finishes a step later.
+    D (4 + 1) arrives at 2.9 (2.9 / 0.1 is 28.999999999999996 in floating point): the idle engine
+    starts at 2.9 exactly. Within a busy period, every step starts at exactly origin + k × 0.1."""
+    case = {"P0": (0, [(0.0, 4, 3), (0.3, 4, 1), (0.75, 4, 3), (0.8, 4, 1), (2.9, 4, 1)])}
     res = simulate_case(case, overrides={"cost.step_time_s": 0.1})
-    a, b, c, d = (row(res, "P0", k) for k in range(4))
+    a, b, c, e, d = (row(res, "P0", k) for k in range(5))
     assert (a.first_token_s, a.finish_s) == (1 * 0.1, 3 * 0.1)
     assert (b.first_scheduled_s, b.finish_s) == (3 * 0.1, 4 * 0.1)
-    assert (c.first_scheduled_s, c.first_token_s, c.queue_wait_s) == (8 * 0.1, 9 * 0.1, 8 * 0.1 - 0.75)
-    assert (d.first_scheduled_s, d.finish_s) == (29 * 0.1, 30 * 0.1)
-    assert res.steps["t_s"].tolist() == [k * 0.1 for k in (0, 1, 2, 3, 8, 29)]
+    assert (c.first_scheduled_s, c.first_token_s, c.finish_s) == (0.75, 0.75 + 0.1, 0.75 + 3 * 0.1)
+    assert c.queue_wait_s == 0.0
+    assert (e.first_scheduled_s, e.finish_s) == (0.75 + 1 * 0.1, 0.75 + 2 * 0.1)
+    assert e.queue_wait_s == pytest.approx(0.05)
+    assert (d.first_scheduled_s, d.queue_wait_s, d.finish_s) == (2.9, 0.0, 2.9 + 0.1)
+    assert res.steps["t_s"].tolist() == [0.0, 0.1, 2 * 0.1, 3 * 0.1, 0.75, 0.75 + 0.1, 0.75 + 2 * 0.1, 2.9]
     assert set(res.steps["dt_s"]) == {0.1}
 
 
