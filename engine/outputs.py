@@ -61,11 +61,19 @@ def take_early(sched) -> list[int]:
     growth fits beside the finished requests' blocks) and give every other running request
     one decode token (so the finished ones' zero tokens and their place in the "alone"
     count decide nothing). Then the replica can run the steps that follow as one. Returns
-    who finished."""
+    who finished.
+
+    With a prefix cache it must also leave the free queue as the call would: the growth comes
+    from blocks without a hash (freeing first would put the finished requests' unhashed blocks
+    at the front and spare a cached block the call evicts), and no shareable block waits to be
+    registered by the outputs (`take` registers them at the end of the call)."""
     if not (sched._outputs and sched._outputs[1]) or sched.queue.order:
         return []
-    run = sched.running
-    if run.n_dec != len(run.ids) or not sched.pool.fits(run.crossings()):
+    run, pool, cache = sched.running, sched.pool, sched.cache
+    grow = run.crossings()
+    if run.n_dec != len(run.ids) or not pool.fits(grow):
+        return []
+    if cache is not None and (cache.hashing or sum(grow) > pool.capacity - pool.used - cache.n_cached):
         return []
     (t_end, done), sched._outputs = sched._outputs, None  # (nobody was preempted since)
     sched._retire(sorted(run.ids.index(i) for i in done), t_end)
@@ -121,7 +129,7 @@ def _finished_late(sched, step: Step, done: list[int], t_end: float) -> None:
         sched.queue.remove(i)
         sched.evicted[i], rs.swapped[i] = False, False
         sched.n_evicted -= 1
-        rs.complete(i, t_end, 0, int(rs.generated[i]))
+        rs.complete(i, t_end, int(rs.computed[i]), int(rs.generated[i]))
     if step.plan is not None and step.plan.uniform:  # they had no token in it: the plan
         step.plan.n -= step.plan.done  # covers the others
         step.plan.done = 0

@@ -125,6 +125,7 @@ def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> 
             "inversion_s": log.inversion_s,
             "inversion_episodes": log.inv_episodes,
             "preemptions": rs.preemptions,
+            "computed_tokens": rs.computed,
             "recomputed_tokens": rs.recomputed,
             "cached_tokens": rs.cached,
             "cached_tokens_all": rs.cached_all,

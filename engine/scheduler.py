@@ -36,7 +36,7 @@ from .prefix import PrefixCache
 from .queue import WaitingQueue
 from .reasons import Reason
 from .requests import Requests
-from .running import RunningSet
+from .running import COMP, RunningSet
 from .step import Budget, Limits, Step
 from .walk import Walk
 
@@ -189,10 +189,11 @@ class Scheduler:
             rs.swapped[v] = True
             step.swap_s += freed * self.lim.block_bytes / self.lim.swap_bytes_per_s
             rs.computed[v] = comp
-        else:
-            if seq < rs.prompt_l[v] + rs.output_l[v]:  # (a request whose last token is in flight
-                rs.recomputed[v] += comp  # finishes from the queue: nothing is recomputed)
+        elif seq < rs.prompt_l[v] + rs.output_l[v]:  # recompute: progress lost
+            rs.recomputed[v] += comp
             rs.computed[v] = 0
+        else:  # its last token is in flight: it finishes from the queue, nothing is lost
+            rs.computed[v] = comp
         rs.wait(v)
         self._requeued += 1
         self.queue.push(v, self.policy.requeue_key(int(rs.prio[v]), float(rs.arrival[v]), rs.tie[v], self._requeued))
@@ -339,6 +340,13 @@ class Scheduler:
             self.evicted[w] = False
             self.n_evicted -= 1
         return blocks + fresh
+
+    def write_back(self) -> None:
+        """The run is over: the running requests' progress back into `Requests` (how far an
+        unfinished request got)."""
+        run = self.running
+        if run.ids:
+            self.rs.computed[run.ids] = run.row(COMP)
 
     # -- after the step: vLLM's update_from_output side, in `engine.outputs` -------------------
     complete = outputs.complete  # apply a finished step: progress, first tokens, who finished

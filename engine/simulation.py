@@ -277,6 +277,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
         env.run(until=until)
     steps.seal()  # the log is complete: compact it before the frames are built
     t_end = steps.end() or 0.0
+    for rep in replicas:
+        rep.sched.write_back()
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
     log.finish(max(t_end, until) if len(left) else t_end)

@@ -1,7 +1,8 @@
 """Property tests: invariants of the scheduler simulation over random small workloads.
 
-Hypothesis draws small scenarios (1-3 classes, explicit arrival times, a fixed step time) over
-every policy and mitigation knob, and every run must keep the hard limits of the engine (KV
+Hypothesis draws small scenarios (1-3 classes, explicit arrival times, a fixed step time, class
+system prompts the prefix cache can share, async or sync scheduling) over every policy and
+mitigation knob, and every run must keep the hard limits of the engine (KV
 capacity, token budget, max_num_seqs, class caps, the top-priority KV reserve), end every request
 cleanly, keep its timestamps ordered, account for every computed token, and be deterministic —
 in-process and across processes. `PROPERTY_EXAMPLES=2000` runs that many workloads per property
@@ -61,12 +62,16 @@ def scenarios(draw) -> dict:
         if draw(st.booleans()):
             caps["max_prompt_tokens"] = draw(st.integers(1, 300))
             caps["over_cap"] = draw(st.sampled_from(["reject", "split"]))
+        prefix = draw(st.sampled_from([0, 0, 0, 3, 23, 40, 200, 653]))  # a class system prompt (prefix cache)
+        prompt = ({"dist": "constant", "value": draw(st.integers(1, 300))} if not prefix else
+                  {"dist": "uniform", "low": prefix + 1, "high": prefix + draw(st.integers(1, 300))})
         classes[f"C{k}"] = {
             "priority": draw(st.integers(0, 2)),
             "arrival": {"process": "times", "times": times},
-            "prompt": {"dist": "constant", "value": draw(st.integers(1, 300))},
+            "prompt": prompt,
             "output": {"dist": "constant", "value": draw(st.integers(1, 40))},
             "caps": caps,
+            "prefix_tokens": prefix,
         }
     scheduler = {
         "policy": draw(st.sampled_from(["fcfs", "priority", "backfill", "preempt"])),
@@ -175,6 +180,11 @@ def check_invariants(data: dict, res) -> None:
     step_s = sc.cost.step_time_s
     assert (fin["finish_s"] - fin["first_scheduled_s"] >= fin["output_tokens"] * step_s - 1e-6).all()
 
+    # a finished request has computed its whole sequence but the last sampled token (cache hits
+    # count as computed) — also one preempted while its last token was in flight (async), which
+    # finishes from the queue having lost nothing
+    assert (fin["computed_tokens"] == fin["prompt_tokens"] + fin["output_tokens"] - 1).all()
+
     # token conservation: every computed token appears in exactly one step (prompt, every output
     # token but the last, and the progress preemption lost — less what admissions found cached)
     expected = int((fin["prompt_tokens"] + fin["output_tokens"] - 1 + fin["recomputed_tokens"]
@@ -206,10 +216,10 @@ def check_invariants(data: dict, res) -> None:
     b, q = once["blocked_s"].to_numpy(), once["queue_wait_s"].to_numpy()
     assert np.all((np.abs(b - q) < EPS) | ((b == 0) & (q <= step_s + EPS)))
 
-    # prefill takes at least ceil(prompt / budget) steps before the first token (the chunk cap
-    # is lifted while a request runs alone, so only the budget bounds a chunk)
+    # prefill takes at least ceil((prompt − cache hit) / budget) steps before the first token (the
+    # chunk cap is lifted while a request runs alone, so only the budget bounds a chunk)
     chunk = budget
-    lower = np.ceil(once["prompt_tokens"].to_numpy() / chunk) * step_s
+    lower = np.ceil((once["prompt_tokens"] - once["cached_tokens"]).to_numpy() / chunk) * step_s
     assert np.all(once["first_token_s"].to_numpy() - once["first_scheduled_s"].to_numpy() >= lower - 1e-6)
 
     # prompt caps: no admitted piece exceeds its class's max_prompt_tokens

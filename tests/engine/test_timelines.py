@@ -422,12 +422,14 @@ def test_async_victim_whose_last_token_is_in_flight_finishes_from_the_queue(simu
     last running request — A, which holds its blocks until its output is taken in. Its 2 blocks
     are freed at once (B grows), nothing is admitted in that step, and at the end of the call A's
     last token arrives: A finishes from the queue at t=1 with one preemption and nothing to
-    recompute. Sync: A is gone before the call at t=1, nobody is preempted. B finishes at t=4."""
+    recompute: its 4 computed tokens (prompt 4 + output 1 − the last, sampled one) stand as in the
+    sync run. Sync: A is gone before the call at t=1, nobody is preempted. B finishes at t=4."""
     case = {"P0": (0, [(0.0, 4, 4), (0.0, 4, 1)])}
     sync, asyn = (simulate_case(case, blocks=4, block_size=2, asyn=a) for a in (False, True))
     assert (row(sync, "P0", 1).preemptions, row(sync, "P0", 1).finish_s) == (0, 1.0)
     a = row(asyn, "P0", 1)
     assert (a.status, a.finish_s, a.preemptions, a.recomputed_tokens) == ("finished", 1.0, 1, 0)
+    assert a.computed_tokens == row(sync, "P0", 1).computed_tokens == 4
     assert waits_of(asyn, a.id) == []
     assert asyn.steps["preempted"].tolist() == [0, 1, 0, 0]
     for res in (sync, asyn):

@@ -102,6 +102,36 @@ def overloaded(rng: random.Random) -> dict:
     return data
 
 
+def prefix_async(rng: random.Random) -> dict:
+    """Class system prompts the prefix cache shares (3 to 700 tokens), prompts longer than them,
+    tight KV, async scheduling mostly: where freeing finished requests' blocks early changed which
+    cached block the next call evicts (`outputs.take_early`)."""
+    n_classes, bs = rng.randint(1, 3), rng.choice([4, 16])
+    classes, most = {}, 0
+    for k in range(n_classes):
+        pre = rng.choice([3, 23, rng.randint(1, 4 * bs), rng.randint(bs, 700), 653])
+        hi, out = pre + rng.randint(1, 300), rng.randint(1, 40)
+        most = max(most, -(-(hi + out) // bs))
+        times = sorted(round(rng.random() * rng.choice([0.2, 1, 3]), 3) for _ in range(rng.randint(1, 12)))
+        classes[f"C{k}"] = {"priority": rng.randint(0, 2), "arrival": {"process": "times", "times": times},
+                            "prompt": {"dist": "uniform", "low": pre + 1, "high": hi},
+                            "output": {"dist": "uniform", "low": 1, "high": out}, "prefix_tokens": pre}
+    blocks = most + 1 + rng.randint(0, most * rng.choice([0, 1, 3]))  # the longest request fits, barely or not
+    return {"name": "pa", "seed": rng.randint(0, 9), "duration_s": 10.0, "drain_limit_s": 100_000.0,
+            "kv": {"num_blocks": blocks, "block_size": bs, "prefix_caching": True},
+            "cost": {"model": "fixed", "step_time_s": 0.01},
+            "scheduler": {"policy": rng.choice(["priority", "fcfs", "backfill", "preempt"]),
+                          "max_num_batched_tokens": rng.choice([16, 48, 132, 512, 2048]),
+                          "max_num_seqs": rng.randint(1, 16), "async_scheduling": rng.random() < 0.8,
+                          "watermark": rng.choice([0.0, 0.0, 0.01, 0.05])},
+            "classes": classes}
+
+
+# prefix_async workloads 177, 201 and 268 of stream 1 (of 400 drawn) were the ones on which the
+# multi-step fast path found other cached tokens than vLLM's plain loop, before the fix
+PREFIX_ASYNC = [177, 201, 268, *range(27)]
+
+
 def build_cases() -> dict[str, dict]:
     cases: dict[str, dict] = {}
     for name in SHIPPED:
@@ -128,6 +158,8 @@ def build_cases() -> dict[str, dict]:
         data = cases[f"random/{k:02d}"]
         cases[f"random-prefix/{k:02d}"] = apply_overrides(data, {
             f"classes.{c}.prefix_tokens": 3 + 37 * (j % 2) for j, c in enumerate(data["classes"])})
+    for k in PREFIX_ASYNC:
+        cases[f"prefix-async/{k:03d}"] = prefix_async(random.Random(1_000_003 + k))
     for data in cases.values():
         data.pop("description", None)
     return cases
