@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from .limits import BATCH, WorkLimitError
+from .limits import BATCH, Stop, WorkLimitError
 from .literal import clip
 from .metrics import clean
 from .preflight import preflight
@@ -90,10 +90,10 @@ def _run(args) -> int:
     from .simulation import simulate
 
     sc = scenario_from_args(args.scenario, args.sets, args.seed, args.allow)
-    preflight(sc, None if args.no_work_limit else BATCH)
+    work = preflight(sc, None if args.no_work_limit else BATCH)
     if args.out:
         _writable(args.out, lambda: args.out.mkdir(parents=True, exist_ok=True))  # before a long run, not after
-    res = simulate(sc)
+    res = simulate(sc, stop=None if args.no_work_limit else Stop(seconds=BATCH.seconds, key=work.key_steps))
     if args.out:
         for name in ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts"):
             _writable(args.out, lambda name=name: getattr(res, name).to_csv(args.out / f"{name}.csv", index=False))

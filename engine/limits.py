@@ -29,6 +29,8 @@ The estimate errs high (it is a cap, not a prediction): see the README for measu
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +52,10 @@ SEC_PER_PREFILL_STEP = 48e-6  # a step with prefill chunks: vectorised work over
 SEC_PER_STEP_CLASS = 1.2e-6
 SEC_PER_QUEUE_STEP = {"fcfs": 61e-9, "priority": 61e-9, "preempt": 61e-9, "backfill": 126e-9}
 SEC_PER_QUEUE_STEP_AGING = 1.17e-6  # aging re-ranks every waiting request every step (priority order only)
+# A strict token reserve that starves the other classes: every step walks their whole queue past
+# the reserve to reach the top-priority requests behind it (two-gpus, reserve 8,191 of 8,192:
+# 1.35 µs of CPU per waiting request-step, 2026-12-01; × 1.05)
+SEC_PER_WALKED_QUEUE_STEP = 1.4e-6
 # Behind a gateway every step is stepped (no multi-step runs) and the gateway looks at every
 # boundary: measured 1.3-1.5x the run time of the same scenario without one (default, two-gpus,
 # stress-100k: 4.6 s -> 6.9 s), so its estimate is scaled by the top of that range.
@@ -127,10 +133,11 @@ class _Load:
     own: float = 0.0  # Σ steps each request takes alone: ceil(prompt / chunk) + output
     prefill_own: float = 0.0  # Σ ceil(prompt / chunk): steps with a prefill chunk, if none overlap
     kv_own: float = 0.0  # Σ (prompt + output) × own: KV a request holds, weighted by how long it holds it
+    starved: float = 0.0  # Σ (prompt + output) of the classes a strict top-priority token reserve shuts out of it
     tail: float = 0.0  # the 99th percentile of `own` (not a sum: the longest requests drain last)
 
     def add(self, other: _Load, share: float = 1.0) -> None:
-        for f in ("n", "prompt", "prompt_sq", "output", "own", "prefill_own", "kv_own"):
+        for f in ("n", "prompt", "prompt_sq", "output", "own", "prefill_own", "kv_own", "starved"):
             setattr(self, f, getattr(self, f) + share * getattr(other, f))
         self.tail = max(self.tail, other.tail)
 
@@ -149,9 +156,14 @@ def estimate_work(sc: Scenario) -> Work:
     keys: dict[str, str] = {}
 
     kv_tokens = mem.usable_blocks * mem.block_size  # one of num_gpu_blocks is vLLM's null block
+    priorities = [sc.request_class(n).priority for n in names]
+    reserve = sc.mitigations.p0_token_reserve if len(set(priorities)) > 1 else 0
+    # a strict reserve leaves the other classes B − R tokens a step, for prefill and decode alike
+    others_budget = s.max_num_batched_tokens - (reserve if sc.mitigations.reserve_mode == "strict" else 0)
 
     def add(name: str, n: float, prompt: np.ndarray, output: np.ndarray, key: str) -> None:
         caps = sc.request_class(name).caps
+        starved = others_budget < s.max_num_batched_tokens and sc.request_class(name).priority > min(priorities)
         never = prompt + output > kv_tokens  # rejected at arrival: the engine never runs them
         if not s.chunked_prefill:
             never |= prompt > s.max_num_batched_tokens
@@ -172,11 +184,12 @@ def estimate_work(sc: Scenario) -> Work:
         if not len(prompt) or n <= 0:
             return
         w = pieces / len(prompt)  # per-sample weight: pieces per sampled request
-        prefill = np.ceil(prompt / chunk)
+        prefill = np.ceil(prompt / (min(chunk, others_budget) if starved else chunk))
         own = prefill + output
         load = _Load(n=n * pieces.mean(), prompt=n * float(w @ prompt), prompt_sq=n * float(w @ (prompt * prompt)),
                      output=n * float(w @ output), own=n * float(w @ own), prefill_own=n * float(w @ prefill),
-                     kv_own=n * float(w @ ((prompt + output) * own)), tail=float(np.percentile(own, 99)))
+                     kv_own=n * float(w @ ((prompt + output) * own)),
+                     starved=n * float(w @ (prompt + output)) if starved else 0.0, tail=float(np.percentile(own, 99)))
         prev = loads.setdefault(name, _Load())
         if load.n >= prev.n:  # the class's key is that of its larger part (synthetic or trace)
             keys[name] = key
@@ -201,18 +214,21 @@ def estimate_work(sc: Scenario) -> Work:
 
     requests = sum(v.n for v in loads.values())
     key_requests = keys[max(loads, key=lambda k: loads[k].n)] if loads else "duration_s"
-    steps = queue_steps = prefill_steps = 0.0
+    steps = queue_steps = prefill_steps = starved_steps = walked = 0.0
     for mix in _replica_loads(sc, loads):
-        st, qs = _replica_steps(sc, mix, kv_tokens, chunk, cost)
+        st, qs, starved = _replica_steps(sc, mix, kv_tokens, chunk, cost, others_budget)
         steps += st
         queue_steps += qs
         prefill_steps += min(st, mix.prefill_own)
+        starved_steps += starved
+        walked += qs if starved else 0.0
     n_cls = len(names)
     per_step = values_per_step(n_cls)
     aging = sc.mitigations.aging_s > 0 and s.policy != "fcfs"
     seconds = (SEC_BASE + SEC_PER_REQUEST * requests + SEC_PER_STEP * (steps - prefill_steps)
                + SEC_PER_PREFILL_STEP * prefill_steps + SEC_PER_STEP_CLASS * steps * n_cls
                + (SEC_PER_QUEUE_STEP[s.policy] + SEC_PER_QUEUE_STEP_AGING * aging) * queue_steps
+               + SEC_PER_WALKED_QUEUE_STEP * walked
                + (SEC_PER_SGLANG_STEP * steps if s.engine == "sglang" else 0.0))
     if sc.gateway is not None and sc.gateway.enabled:
         seconds *= GATEWAY_SLOWDOWN
@@ -221,7 +237,9 @@ def estimate_work(sc: Scenario) -> Work:
     min_dt = cost(1, 1.0, 1)
     hard = sc.replicas.count * (sc.duration_s + sc.drain_limit_s) / min_dt
     prompt_mean = sum(v.prompt for v in loads.values()) / requests if requests else 0.0
-    if steps >= 0.99 * hard:
+    if starved_steps >= steps / 2:  # the other classes crawl through what a strict reserve leaves them
+        key_steps = "mitigations.p0_token_reserve"
+    elif steps >= 0.99 * hard:
         key_steps = "drain_limit_s"
     elif prefill_steps > steps / 2 and chunk < prompt_mean / 4:  # prompts crawl in tiny chunks
         small = s.long_prefill_token_threshold and s.long_prefill_token_threshold < s.max_num_batched_tokens
@@ -231,7 +249,8 @@ def estimate_work(sc: Scenario) -> Work:
     return Work(requests=float(requests), classes=n_cls, steps=float(steps),
                 queue=float(queue_steps / steps) if steps else 0.0, seconds=float(seconds),
                 memory_mib=float(memory), key_requests=key_requests, key_steps=key_steps,
-                parts={"queue_steps": float(queue_steps), "prefill_steps": float(prefill_steps), "min_step_s": min_dt})
+                parts={"queue_steps": float(queue_steps), "prefill_steps": float(prefill_steps), "min_step_s": min_dt,
+                       "starved_steps": float(starved_steps)})
 
 
 ADVICE = {"rate": "lower it or duration_s", "times": "use fewer times or a shorter duration_s",
@@ -265,6 +284,37 @@ def check_work(sc: Scenario, limits: WorkLimits, work: Work | None = None) -> Wo
     return w
 
 
+@dataclass(frozen=True)
+class Stop:
+    """When a run gives up: after `seconds` of CPU time (what the estimate predicts, whatever else the
+    machine runs) or `steps` engine steps (None: no limit).
+
+    The estimate refuses before a run what would pass a limit, but it is a model: a run it lets
+    through that outlives the limit all the same is stopped there, with a message naming the key
+    that drives its work (`key`, from the estimate) instead of running on."""
+
+    seconds: float | None = None
+    steps: float | None = None
+    key: str = "duration_s"
+
+    def watch(self, steps_done):
+        """A check to call now and then during the run: raises WorkLimitError past a limit.
+        `steps_done()` counts the steps simulated so far."""
+        deadline = time.process_time() + self.seconds if self.seconds is not None else math.inf
+        most = self.steps if self.steps is not None else math.inf
+
+        def check(now: float) -> None:
+            done = steps_done()
+            over_time = time.process_time() > deadline
+            if done > most or over_time:
+                limit = f"{self.seconds:g} s of simulation" if over_time else f"{_n(most)} engine steps"
+                raise WorkLimitError(f"{self.key}: the run passed its limit of {limit} after {_n(done)} steps "
+                                     f"({now:,.1f} s of simulated time) and was stopped; "
+                                     f"{ADVICE.get(self.key.rsplit('.', 1)[-1], 'lower it')}")
+
+        return check
+
+
 def _n(x: float) -> str:
     if x >= 1e6:
         return f"{x / 1e6:,.1f}M"
@@ -291,10 +341,15 @@ def _replica_loads(sc: Scenario, loads: dict[str, _Load]) -> list[_Load]:
     return mixes
 
 
-def _replica_steps(sc: Scenario, m: _Load, kv_tokens: int, chunk: int, cost) -> tuple[float, float]:
-    """(steps, Σ waiting requests over steps) of one replica, from the fluid model above."""
+def _replica_steps(sc: Scenario, m: _Load, kv_tokens: int, chunk: int, cost,
+                   others_budget: int) -> tuple[float, float, float]:
+    """(steps, Σ waiting requests over steps, steps when the reserve's starvation binds, else 0)
+    of one replica, from the fluid model above. Near
+    saturation (λ/μ between 1/2 and 2) the engine alternates full prefill steps and short decode
+    steps in proportions the fluid model cannot tell, so the larger of the two branches is taken;
+    classes a strict token reserve starves need at least their tokens / (B − R) steps."""
     if m.n <= 0:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     s = sc.scheduler
     d, drain = sc.duration_s, sc.drain_limit_s
     p_mean, o_mean, own_mean = m.prompt / m.n, m.output / m.n, m.own / m.n
@@ -311,25 +366,44 @@ def _replica_steps(sc: Scenario, m: _Load, kv_tokens: int, chunk: int, cost) -> 
     mu = per_step / dt_sat  # requests per second at saturation
     lam = m.n / d
     hard = (d + drain) / dt_min
-    if lam < mu:
-        rho = lam / mu
-        # Below saturation the engine alternates compute-bound prefill steps and memory-bound
-        # decode steps. Prefill takes a share of each second (its FLOPs); decode steps fill the
-        # rest at the step time of the running set (Little's law for its size, a fixed point).
-        prefill_share = 0.0
-        if cost.fixed_s is None:
-            flops = lam * (m.prompt * cost.flops_per_token + m.prompt_sq / 2 * cost.attn_flops_per_unit) / m.n
-            prefill_share = min(0.9, flops / cost.flops_rate)
-        dt = dt_min
-        for _ in range(30):
-            run = min(running, lam * o_mean * dt / (1 - prefill_share))
-            ctx = run * (p_mean + o_mean / 2)
-            dt = cost(max(int(run), 1), ctx + 1.0, int(ctx))
-        prefill_steps = m.prompt / min(float(s.max_num_batched_tokens), chunk * running)
-        busy = d * (1 - prefill_share) / dt + prefill_steps
-        steps = min(m.own, busy + m.tail, hard)  # busy while arrivals last, then the longest drain
-        queue = min(m.n, rho * rho / (1 - rho))
-        return steps, steps * queue
+    steps, queue_steps = _above(m, d, drain, lam, mu, dt_sat, hard) if lam >= mu else (0.0, 0.0)
+    if lam < 2 * mu:
+        below = _below(sc, m, lam, min(lam, 0.99 * mu) / mu, running, chunk, cost, dt_min, hard)
+        steps, queue_steps = max(steps, below[0]), max(queue_steps, below[1])
+    if m.starved:
+        starved = min(m.starved / others_budget, hard)
+        if starved >= steps:  # the starved classes' backlog: about half their requests wait at a time
+            return starved, max(queue_steps, starved * m.n / 2), starved
+    return steps, queue_steps, 0.0
+
+
+def _below(sc: Scenario, m: _Load, lam: float, rho: float, running: float, chunk: int, cost, dt_min: float,
+           hard: float) -> tuple[float, float]:
+    """Below saturation the engine alternates compute-bound prefill steps and memory-bound decode
+    steps. Prefill takes a share of each second (its FLOPs); decode steps fill the rest at the
+    step time of the running set (Little's law for its size, a fixed point)."""
+    s, d = sc.scheduler, sc.duration_s
+    p_mean, o_mean = m.prompt / m.n, m.output / m.n
+    prefill_steps = m.prompt / min(float(s.max_num_batched_tokens), chunk * running)
+    if cost.fixed_s is None:
+        flops = lam * (m.prompt * cost.flops_per_token + m.prompt_sq / 2 * cost.attn_flops_per_unit) / m.n
+        prefill_share = min(0.9, flops / cost.flops_rate)
+    else:  # every step lasts the same: prefill steps take their count's share of the time
+        prefill_share = min(0.9, prefill_steps * cost.fixed_s / d)
+    dt = dt_min
+    for _ in range(30):
+        run = min(running, lam * o_mean * dt / (1 - prefill_share))
+        ctx = run * (p_mean + o_mean / 2)
+        dt = cost(max(int(run), 1), ctx + 1.0, int(ctx))
+    busy = d * (1 - prefill_share) / dt + prefill_steps
+    steps = min(m.own, busy + m.tail, hard)  # busy while arrivals last, then the longest drain
+    queue = min(m.n, rho * rho / (1 - rho))
+    return steps, steps * queue
+
+
+def _above(m: _Load, d: float, drain: float, lam: float, mu: float, dt_sat: float, hard: float) -> tuple[float, float]:
+    """Above saturation the backlog grows at λ − μ while arrivals last and drains at μ, cut at the
+    drain limit."""
     peak = (lam - mu) * d
     drain_s = min(peak / mu, drain)
     end = max(0.0, peak - mu * drain)

@@ -101,7 +101,13 @@ class MemoryBreakdown:
 
     @property
     def kv_tokens(self) -> int:
+        """Tokens of all `num_gpu_blocks` (what vLLM's log calls the KV cache size)."""
         return self.blocks * self.block_size
+
+    @property
+    def usable_tokens(self) -> int:
+        """Tokens requests can hold (the null block left out)."""
+        return self.usable_blocks * self.block_size
 
 
 def breakdown(sc: Scenario) -> MemoryBreakdown:

@@ -39,6 +39,7 @@ from .step import Step
 from .steplog import StepLog
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
+WATCH_EVERY = 64  # loop turns between two looks at the run's limits (`engine.limits.Stop`)
 WAKE = object()  # a wait until the router hands over an arrival
 _KV_SHORT, _RESERVE, _HOL = int(Reason.KV_SHORT), int(Reason.RESERVE), int(Reason.HEAD_OF_LINE)
 _TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
@@ -49,12 +50,14 @@ _CODES = len(IN_ENGINE) + 1  # the engine's codes are 1 … len(IN_ENGINE)
 
 class Replica:
     def __init__(self, index: int, env: simpy.Environment | None, rs: Requests, sched: Scheduler,
-                 cost: StepCost, log: WaitLog, steps: StepLog, on_finish, *, until: float, skip: bool = True):
+                 cost: StepCost, log: WaitLog, steps: StepLog, on_finish, *, until: float, skip: bool = True,
+                 watch=None):
         self.index, self.env, self.rs, self.sched = index, env, rs, sched
         self.pool: KVPool = sched.pool
         self.cost, self.log, self.steps = cost, log, steps
         self.on_finish = on_finish
         self.until, self.skip = until, skip and sched.multi_step  # (SGLang's loop: every step decided)
+        self.watch = watch  # called every WATCH_EVERY turns of the loop with `now` (may stop the run)
         self.k = 0
         self.clock = Clock(cost.fixed_s)  # the engine's own time (`now`): exact boundaries
         self.grid = cost.fixed_s  # a fixed step: boundaries are origin + tick × grid
@@ -118,7 +121,12 @@ class Replica:
         clock.start(0.0)
         self.sim = 0.0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
+        watch, turns = self.watch, 0
         while True:
+            if watch is not None:
+                turns += 1
+                if turns % WATCH_EVERY == 0:
+                    watch(clock.now)
             if strict:  # let arrivals routed at this boundary (within eps) reach us first
                 wait = feed.next_t - self.sim if self.sim < feed.next_t <= clock.now + eps else 0.0
                 self.sim += wait
@@ -134,7 +142,7 @@ class Replica:
                 continue
             if skip and running.done and (done := sched.outputs_first()):
                 for i in done:  # async: the last step's outputs, when taking them in first changes nothing
-                    self.on_finish(i, self.now)
+                    self.on_finish(i, self.now, bool(running.ids))  # (nobody left: that call is empty)
                 if not running.ids:
                     continue  # as after the empty call it saves: what arrived meanwhile enters now
             if skip and (quiet := self._quiet_steps(last, feed)) is not None:
@@ -160,9 +168,10 @@ class Replica:
         step = sched.schedule(now, last if self.skip and sched.running.done and self._waits_stand(last) else None)
         for v in step.preempted:
             log.enter(v, now)
-        for i in step.finished:  # async: the last step's finishes, taken in by this call
-            self.on_finish(i, now)
-        if not step.tokens and step.changed:  # an empty schedule() call: no forward pass, no time
+        empty = not step.tokens and step.changed  # an empty schedule() call: no forward pass, no time
+        for i in step.finished:  # async: the last step's finishes, taken in by this call (after
+            self.on_finish(i, now, not empty)  # it decided, unless another call follows at once)
+        if empty:
             self._carried += step.preempted  # (its preemptions are logged with the next step)
             return None
         if self._carried:

@@ -22,6 +22,7 @@ import simpy
 from .cost import make_step_cost
 from .gateway import Gateway
 from .kv import UNLIMITED, KVPool
+from .limits import Stop
 from .memory import breakdown
 from .observe import WaitLog
 from .policies import make_policy
@@ -197,11 +198,12 @@ def sglang_settings(sc: Scenario, names: list[str], lab_priority: list[int]) -> 
     )
 
 
-def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -> Result:
+def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, stop: Stop | None = None) -> Result:
     """Simulate the scenario; the same scenario (incl. seed) always gives identical results.
 
     `shortcuts` (the running set's plans) and `skip_steps` (runs of pure decode steps in one go)
-    change how fast, never what: with both off the engine steps through vLLM's plain loop."""
+    change how fast, never what: with both off the engine steps through vLLM's plain loop.
+    `stop`: limits past which the run gives up with a WorkLimitError (none by default)."""
     wall0 = time.perf_counter()
     check(sc)
     mem = breakdown(sc)
@@ -224,20 +226,25 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True) -
     replicas: list[Replica] = []
     by_class_replicas = _allowed_replicas(sc, names)
 
-    def on_finish(i: int, t: float) -> None:
+    def on_finish(i: int, t: float, after_the_call: bool = False) -> None:
+        """A split request's next piece is sent when the previous one finishes. Under async
+        scheduling the finish is known once a call takes in the outputs; if that call built the
+        step at t, the piece arrives just after it (the next float): the step at t never saw it
+        wait (an empty call is followed at once by another, which does see it)."""
         j = int(rs.next_piece[i])
         if j >= 0:
-            rs.arrival[j] = t
-            route(j, t)
+            rs.arrival[j] = math.nextafter(t, math.inf) if after_the_call else t
+            route(j, float(rs.arrival[j]))
 
     gw_spec = sc.gateway if sc.gateway is not None and sc.gateway.enabled else None
     # Split pieces arrive when an earlier piece finishes on any replica: not known in advance, so
     # several replicas step one at a time when there may be pieces. Behind a gateway, requests
     # arrive whenever it dispatches: every replica steps one at a time.
     skip = skip_steps and gw_spec is None and (sc.replicas.count == 1 or not (rs.next_piece >= 0).any())
+    watch = stop.watch(lambda: sum(rep.k for rep in replicas)) if stop is not None else None
     for k in range(sc.replicas.count):
         sched = _scheduler(sc, mem, wl, rs, shortcuts)
-        replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip))
+        replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip, watch=watch))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))
     due = rs.arrival[first]  # an idle engine starts at the arrival, a busy one takes it at its next step

@@ -46,10 +46,13 @@ def summary_rows(summary: dict, sc) -> list[dict]:
 
 
 def _simulate(key: str):
+    """One run of a sweep; one that outlives the CLI's limit (30 s of CPU) is stopped and
+    reported as that run's error, so one runaway setting cannot hold a worker for hours."""
+    from .limits import BATCH, Stop
     from .simulation import simulate
 
     sc = from_dict(json.loads(key))
-    return sc, simulate(sc)
+    return sc, simulate(sc, stop=Stop(seconds=BATCH.seconds))
 
 
 def run_batch(keys: list[str]) -> list[list[dict] | dict]:
