@@ -31,14 +31,16 @@ low = sc.class_names[-1]
 spec = sc.request_class(low).prompt
 doc = spec.value if spec.dist == "constant" else int(spec.median)
 c = st.columns(5)
-c[0].metric(_("KV blocks"), f"{mem.usable_blocks:,}", border=True,
-            help=_("Blocks requests can use: vLLM keeps one of the {n:,} as its null block.").format(n=mem.blocks))
-c[1].metric(_("KV tokens"), f"{mem.kv_tokens:,}" if mem.kv_tokens < 1_000_000 else f"{mem.kv_tokens / 1e6:.2f} M",
-            border=True, help=f"{mem.kv_tokens:,}")  # seven digits do not fit a fifth of the page
+usable = mem.usable_tokens
+c[0].metric(_("Usable KV blocks"), f"{mem.usable_blocks:,}", border=True,
+            help=_("Blocks requests can use: vLLM keeps one of its {n:,} blocks (num_gpu_blocks) as its null "
+                   "block.").format(n=mem.blocks))
+c[1].metric(_("Usable KV tokens"), f"{usable:,}" if usable < 1_000_000 else f"{usable / 1e6:.2f} M", border=True,
+            help=_("{n:,} usable blocks × {bs} tokens").format(n=mem.usable_blocks, bs=mem.block_size))
 c[2].metric(_("KiB per token"), f"{mem.kv_bytes_per_token / 1024:,.1f}", border=True, help=costs.kv_formula(mem))
-c[3].metric(_("{cls} prompts fit").format(cls=low), f"{mem.kv_tokens // max(doc, 1):,}", border=True,
-            help=(_("KV tokens ÷ {cls}'s prompt size ({n:,} tokens)") if spec.dist == "constant" else
-                  _("KV tokens ÷ {cls}'s prompt size ({n:,} tokens, median)")).format(cls=low, n=doc))
+c[3].metric(_("{cls} prompts fit").format(cls=low), f"{usable // max(doc, 1):,}", border=True,
+            help=(_("Usable KV tokens ÷ {cls}'s prompt size ({n:,} tokens)") if spec.dist == "constant" else
+                  _("Usable KV tokens ÷ {cls}'s prompt size ({n:,} tokens, median)")).format(cls=low, n=doc))
 c[4].metric(_("GiB weights"), f"{mem.weights / GIB:.1f}", border=True,
             help=_("Model weights per GPU: every parameter (all experts of an MoE model), split over the GPUs"))
 st.caption(plain(_("KV per token on one GPU: {formula}. {precision}").format(formula=costs.kv_formula(mem),

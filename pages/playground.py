@@ -38,7 +38,7 @@ if sc.replicas.count > 1:
 kv = figures.kv_usage(res.steps, res.class_names, res.memory.usable_blocks, sc.mitigations.p0_kv_reserve, replica)
 st.plotly_chart(kv, key="pg_kv", theme=None)
 st.plotly_chart(figures.waiting_queue(res.steps, res.class_names, replica), key="pg_wait", theme=None)
-st.caption(_("{steps:,} engine steps, {sim:.1f} s simulated in {wall:.2f} s · KV cache {blocks:,} blocks × {bs} "
-             "tokens · policy {policy}").format(steps=res.summary["steps"], sim=res.summary["sim_time_s"],
-                                                wall=res.summary["wall_time_s"], blocks=res.memory.blocks,
-                                                bs=res.memory.block_size, policy=sc.scheduler.policy))
+st.caption(_("{steps:,} engine steps, {sim:.1f} s simulated in {wall:.2f} s · KV cache {usable:,} usable blocks × "
+             "{bs} tokens · policy {policy}").format(steps=res.summary["steps"], sim=res.summary["sim_time_s"],
+                                                    wall=res.summary["wall_time_s"], usable=res.memory.usable_blocks,
+                                                    bs=res.memory.block_size, policy=sc.scheduler.policy))

@@ -184,7 +184,8 @@ def story_lanes(res: Result, classes: list[str], window: tuple[float, float], li
     hold = hold[hold["class"].astype(str).isin(classes)]
     for i, c in zip(hold["id"], hold["class"]):
         blocks = int(held.loc[held["holder"] == i, "blocks"].max())
-        lanes.append(Lane(int(i), _("#{i} {cls} · held {b:,} blocks").format(i=i, cls=c, b=blocks), str(c), "holder"))
+        lanes.append(Lane(int(i), _("#{i} {cls} · held up to {b:,} blocks").format(i=i, cls=c, b=blocks), str(c),
+                          "holder"))  # (the most any wait shown saw it hold; a request's story gives each wait's)
     for c in [c for c in classes if c in set(got_ahead["overtaker_class"])]:
         n = got_ahead.loc[got_ahead["overtaker_class"] == c, "overtaker"].nunique()
         lanes.append(Lane(f"ahead:{c}", _("{cls} admitted ahead ({n:,})").format(cls=c, n=n), c, "ahead"))

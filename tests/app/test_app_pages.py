@@ -53,6 +53,25 @@ def test_every_page_renders_without_exception(at, page):
     assert at.selectbox(key="preset").value in ("default", "classic-inversion")
 
 
+def test_kv_counts_say_usable_and_agree_across_pages():
+    """One count of KV blocks, named: the GPU page and the Playground both give the usable blocks
+    (vLLM's num_gpu_blocks less its null block), and the tokens are those blocks × block size."""
+    import re
+
+    from engine import load
+    from engine.memory import breakdown
+
+    mem = breakdown(load("default"))
+    app = fresh()
+    caption = next(c.value for c in app.caption if "usable blocks" in c.value)
+    assert f"KV cache {mem.usable_blocks:,} usable blocks × {mem.block_size} tokens" in caption.replace("\\", "")
+    app.switch_page("pages/memory.py").run()
+    assert metric(app, "Usable KV blocks") == f"{mem.usable_blocks:,}"
+    tokens = metric(app, "Usable KV tokens")
+    value = float(tokens[:-2]) * 1e6 if tokens.endswith(" M") else int(re.sub(",", "", tokens))
+    assert value == pytest.approx(mem.usable_blocks * mem.block_size, rel=0.005)
+
+
 def test_moving_the_reserve_changes_p0_p99():
     at = fresh()
     at.selectbox(key="policy").set_value("priority").run()
