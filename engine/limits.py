@@ -71,6 +71,17 @@ MIB_PER_REQUEST = 0.58e-3
 MIB_PER_STEP_VALUE = 7.9e-6
 MIB_PER_QUEUE_STEP = 0.31e-6
 SAMPLES = 2048  # lengths drawn per class for the means (deterministic seed)
+# Prefix caching hashes every full block of a request that has a prefix identity (a trace's
+# `hash_ids` or prefix groups): Mooncake's conversation trace spends most of a run there. Measured
+# on windows of the shipped `mooncake-conv` (Llama-3-8B, one H100; CPU with the cache on minus
+# off, per prompt block): 3.6-6.3 µs; × 1.3. Not part of the least-squares fit above.
+SEC_PER_HASHED_BLOCK = 8.2e-6
+# `backfill` walks every waiting request a prefix hit may help, every step, and looks its blocks up
+# (engine.walk): with Mooncake's `hash_ids` that is one lookup per waiting request-step, about
+# 3.1 µs per hash id (rescue-buffer replaying mooncake-conv: 240,871 lookups, 8.0M ids, 24.5 s);
+# × 1.3, charged to every waiting request-step (an upper bound: a walk cut short by the budget
+# looks up fewer).
+SEC_PER_QUEUE_HASH_ID = 4.0e-6
 
 
 def values_per_step(classes: int) -> int:
@@ -206,13 +217,22 @@ def estimate_work(sc: Scenario) -> Work:
         output = lengths(spec.output, SAMPLES, rng_for(0, "estimate-output", name)).astype(float)
         rate_key = "times" if spec.arrival.process == "times" else "rate"
         add(name, n, prompt, output, f"classes.{name}.arrival.{rate_key}")
+    hashed_blocks = hash_ids = 0.0  # blocks of requests with a prefix identity; Mooncake ids per request
     if sc.trace is not None:
-        _, prompt, output, cls, _ = _from_trace(sc, names)
+        _, prompt, output, cls, ident = _from_trace(sc, names)
+        if ident is not None and sc.kv.prefix_caching:
+            src, _, hashes = ident
+            named = src >= 0
+            named[list(hashes)] = True
+            hashed_blocks = float(np.ceil(prompt[named] / sc.kv.block_size).sum())
+            hash_ids = sum(len(h) for h in hashes.values())
         for ci in np.unique(cls).tolist():
             rows = cls == ci
-            add(names[ci], float(rows.sum()), prompt[rows].astype(float), output[rows].astype(float), "trace.limit")
+            add(names[ci], float(rows.sum()), prompt[rows].astype(float), output[rows].astype(float),
+                "trace.limit" if sc.trace.limit is not None else "duration_s")  # what bounds the rows replayed
 
     requests = sum(v.n for v in loads.values())
+    ids_per_request = hash_ids / requests if requests else 0.0
     key_requests = keys[max(loads, key=lambda k: loads[k].n)] if loads else "duration_s"
     steps = queue_steps = prefill_steps = starved_steps = walked = 0.0
     for mix in _replica_loads(sc, loads):
@@ -229,7 +249,9 @@ def estimate_work(sc: Scenario) -> Work:
                + SEC_PER_PREFILL_STEP * prefill_steps + SEC_PER_STEP_CLASS * steps * n_cls
                + (SEC_PER_QUEUE_STEP[s.policy] + SEC_PER_QUEUE_STEP_AGING * aging) * queue_steps
                + SEC_PER_WALKED_QUEUE_STEP * walked
-               + (SEC_PER_SGLANG_STEP * steps if s.engine == "sglang" else 0.0))
+               + (SEC_PER_SGLANG_STEP * steps if s.engine == "sglang" else 0.0)
+               + SEC_PER_HASHED_BLOCK * hashed_blocks
+               + (SEC_PER_QUEUE_HASH_ID * ids_per_request * queue_steps if s.policy == "backfill" else 0.0))
     if sc.gateway is not None and sc.gateway.enabled:
         seconds *= GATEWAY_SLOWDOWN
     memory = (MIB_BASE + MIB_PER_REQUEST * requests + MIB_PER_STEP_VALUE * steps * per_step
@@ -250,7 +272,7 @@ def estimate_work(sc: Scenario) -> Work:
                 queue=float(queue_steps / steps) if steps else 0.0, seconds=float(seconds),
                 memory_mib=float(memory), key_requests=key_requests, key_steps=key_steps,
                 parts={"queue_steps": float(queue_steps), "prefill_steps": float(prefill_steps), "min_step_s": min_dt,
-                       "starved_steps": float(starved_steps)})
+                       "starved_steps": float(starved_steps), "hashed_blocks": hashed_blocks})
 
 
 ADVICE = {"rate": "lower it or duration_s", "times": "use fewer times or a shorter duration_s",

@@ -28,6 +28,7 @@ from .literal import brief, clip
 from .policies import POLICIES
 from .presets import GPUS, MODELS, vllm_batch_defaults
 from .safeio import FileRefused, check_local, inside, read_bytes, shown
+from .shipped_traces import SHIPPED, shipped_name
 
 SCENARIO_DIR = Path(scenarios.__file__).resolve().parent
 MAX_SCENARIO_BYTES = 1 << 20  # a scenario is a few hundred bytes; long `times` lists still fit
@@ -239,10 +240,17 @@ class RequestClass(_Model):
 
 
 class Assign(_Model):
+    """How a trace's requests become the scenario's classes (real traces have none).
+
+    `sample` is drawn first: each request goes to a sampled class with its share, by one seeded
+    draw per row of the trace file (so a request keeps its class when the replayed window moves);
+    the rest follow `by`. Every request lands in exactly one class (engine.workload._assign)."""
+
     by: Literal["column", "fraction", "prompt_length"] = "fraction"
     fractions: dict[str, float] | None = Field(None, max_length=10_000)
     edges: list[int] | None = Field(None, max_length=10_000)
     classes: list[str] | None = Field(None, max_length=10_001)
+    sample: dict[str, float] | None = Field(None, max_length=1_000)  # {class: share of all requests}, drawn first
 
     @model_validator(mode="after")
     def _rule(self) -> Assign:
@@ -257,16 +265,37 @@ class Assign(_Model):
                 raise ValueError("assign by prompt_length needs `edges` and one more `classes`")
             if list(self.edges) != sorted(self.edges):
                 raise ValueError("edges must be increasing")
+        if self.sample:
+            if any(not 0 <= v <= 1 for v in self.sample.values()):
+                raise ValueError("sample shares must be numbers from 0 to 1")
+            if sum(self.sample.values()) > 1 + 1e-9:
+                raise ValueError(f"sample shares add up to {sum(self.sample.values()):.4g}, more than 1")
         return self
+
+    def named_classes(self) -> list[tuple[str, str]]:
+        """(key, class name) of every class the rule names."""
+        return ([(f"fractions.{k}", k) for k in self.fractions or ()] + [("classes", c) for c in self.classes or ()]
+                + [(f"sample.{k}", k) for k in self.sample or ()])
 
 
 class Trace(_Model):
-    path: str = Field(min_length=1, max_length=4096)
+    path: str = Field(min_length=1, max_length=4096)  # a file, or a shipped trace's short name (azure-code)
     format: Literal["azure", "mooncake", "simulator"] | None = None
     assign: Assign | None = None
     time_scale: float = Field(1.0, gt=0, le=1000)
     start_s: float = Field(0.0, ge=0, le=1e9)
     limit: int | None = Field(None, ge=1, le=10_000_000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_name(cls, data: Any) -> Any:
+        """`trace: azure-code` is `trace: {path: azure-code}`; only for shipped traces (a file needs `path`)."""
+        if isinstance(data, str):
+            if shipped_name(data) is None:
+                raise ValueError(f"{brief(data)} is not a shipped trace (use one of {', '.join(SHIPPED)}); "
+                                 "a trace file is named by trace.path")
+            return {"path": data}
+        return data
 
 
 class Mitigations(_Model):
@@ -346,6 +375,11 @@ class Scenario(_Model):
         if self.replicas.routing == "pinned" and set(pin) != set(self.class_names):
             missing = sorted(set(self.class_names) - set(pin))
             raise ValueError(f"routing 'pinned' needs replicas.pin for every class (missing {missing})")
+        if self.trace is not None and self.trace.assign is not None:
+            for key, name in self.trace.assign.named_classes():
+                if name not in self.class_names:
+                    raise ValueError(f"trace.assign.{clip(key, 60)} names class {brief(name)}, which is not in "
+                                     f"classes ({', '.join(self.class_names)})")
         return self
 
     @model_validator(mode="after")
@@ -578,8 +612,8 @@ def file_references(data: dict[str, Any]) -> list[tuple[str, str]]:
     """(dotted key, path) of every file the scenario mapping names (trace, empirical lengths)."""
     refs = []
     trace = data.get("trace")
-    if isinstance(trace, dict) and trace.get("path") is not None:
-        refs.append(("trace.path", trace["path"]))
+    if isinstance(trace, dict) and trace.get("path") is not None and shipped_name(trace) is None:
+        refs.append(("trace.path", trace["path"]))  # a shipped trace's short name reads no user file
     classes = data.get("classes")
     for name, cls in (classes.items() if isinstance(classes, dict) else ()):
         for part in ("prompt", "output"):
@@ -591,7 +625,7 @@ def file_references(data: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _anchor_paths(data: dict[str, Any], base: Path, roots: tuple[Path, ...]) -> None:
     trace = data.get("trace")
-    if isinstance(trace, dict) and isinstance(trace.get("path"), str):
+    if isinstance(trace, dict) and isinstance(trace.get("path"), str) and shipped_name(trace) is None:
         trace["path"] = _anchored(trace["path"], base)
     for cls in (data.get("classes") or {}).values() if isinstance(data.get("classes"), dict) else ():
         for part in ("prompt", "output"):

@@ -13,7 +13,8 @@ file, however broken (binary, nested JSON, ragged CSV), gives one TraceError lin
 Mooncake rule: its arrivals are quantised to ~3 s buckets (10,851 of 12,030 gaps are 0 in the
 conversation trace). Replaying a bucket as one burst would invent bursts the service never saw, so
 the n requests that share a timestamp t are spread evenly over [t, t + 3 s): request k of the
-bucket (file order) arrives at t + 3·k/n. Deterministic, no random draw.
+bucket (file order) arrives at t + 3·k/n. Deterministic, no random draw. The shipped copy of the
+conversation trace (`mooncake-conv`) is read by the same rule.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pandas as pd
 from .literal import brief, clip
 from .safeio import FileRefused, file_key, read_bytes, shown
 from .scenario import MAX_TOKENS, decode_text, valid_class_name
+from .shipped_traces import SHIPPED, looks_like_a_name, resolve
 
 MOONCAKE_BUCKET_S = 3.0
 MAX_TRACE_BYTES = 64 * 1024 * 1024
@@ -61,15 +63,20 @@ def detect_format(head: str) -> str:
 
 
 def read_trace(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
-    """Read a trace file into the common frame (sorted by arrival).
+    """Read a trace file, or a shipped trace by its short name (`azure-code`: engine.shipped_traces),
+    into the common frame (sorted by arrival).
 
     Parsed frames are cached by (real path, size, mtime): a run, its size estimate and its
     baseline read one file once. Callers get their own copy.
     """
+    given, path = path, resolve(path)
     try:
         key = file_key(path)
     except FileRefused as err:
         raise TraceError(f"cannot read trace {err}") from None
+    except FileNotFoundError as err:
+        hint = (f", and it is not a shipped trace ({', '.join(SHIPPED)})" if looks_like_a_name(given) else "")
+        raise TraceError(f"cannot read trace {shown(given)}: {err.strerror or 'no such file'}{hint}") from None
     except OSError as err:
         raise TraceError(f"cannot read trace {shown(path)}: {err.strerror or type(err).__name__}") from None
     return _read_cached(key, str(path), fmt).copy()

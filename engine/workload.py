@@ -241,11 +241,10 @@ def _from_trace(sc: Scenario, names: list[str]):
     except TraceError as err:
         raise ScenarioError(f"trace.path: {err}") from None
     t = df["arrival_s"].to_numpy() * tr.time_scale - tr.start_s
-    keep = (t >= 0) & (t < sc.duration_s)
-    df, t = df[keep].reset_index(drop=True), t[keep]
-    if tr.limit is not None:
-        df, t = df.iloc[: tr.limit], t[: tr.limit]
-    cls = _assign(sc, names, df)
+    n_file = len(df)
+    rows = np.flatnonzero((t >= 0) & (t < sc.duration_s))[: tr.limit]  # the file rows that replay
+    df, t = df.iloc[rows].reset_index(drop=True), t[rows]
+    cls = _assign(sc, names, df, rows, n_file)
     ident = None
     if "prefix_group" in df.columns or "hash_ids" in df.columns:
         prompt = df["prompt_tokens"].to_numpy(np.int64)
@@ -258,8 +257,16 @@ def _from_trace(sc: Scenario, names: list[str]):
     return t, df["prompt_tokens"].to_numpy(np.int64), df["output_tokens"].to_numpy(np.int64), cls, ident
 
 
-def _assign(sc: Scenario, names: list[str], df: pd.DataFrame) -> np.ndarray:
-    """Class index per trace row, by the scenario's `trace.assign` rule."""
+def _assign(sc: Scenario, names: list[str], df: pd.DataFrame, rows: np.ndarray | None = None,
+            n_file: int | None = None) -> np.ndarray:
+    """Class index per replayed trace row, by the scenario's `trace.assign` rule.
+
+    `rows` are the replayed rows' positions in the trace file (of `n_file` rows). `sample` is
+    decided first, by one uniform draw per file row from the seed's "assign-sample" stream: row k
+    goes to the first sampled class whose cumulative share exceeds its draw. So a request keeps
+    its class whatever window of the trace replays, and the shares hold over the whole file.
+    The remaining rows follow `by`; every row ends in exactly one class.
+    """
     rule = sc.trace.assign
     index = {n: i for i, n in enumerate(names)}
 
@@ -271,10 +278,26 @@ def _assign(sc: Scenario, names: list[str], df: pd.DataFrame) -> np.ndarray:
     n = len(df)
     if rule is None:
         return np.zeros(n, dtype=np.int16)
+    out = _assign_by(sc, rule, idx_of, df)
+    if rule.sample:
+        rows = np.arange(n) if rows is None else np.asarray(rows)
+        draw = rng_for(sc.seed, "assign-sample").random(n_file if n_file is not None else n)[rows]
+        keys = list(rule.sample)
+        edges = np.cumsum([rule.sample[k] for k in keys])
+        pick = np.searchsorted(edges, draw, side="right")  # draw < edges[0] → keys[0], …; ≥ the total → none
+        hit = pick < len(keys)
+        out[hit] = np.array([idx_of(k) for k in keys], dtype=np.int16)[pick[hit]]
+    return out
+
+
+def _assign_by(sc: Scenario, rule, idx_of, df: pd.DataFrame) -> np.ndarray:
+    """Class index per row by `rule.by` alone."""
+    n = len(df)
     if rule.by == "column":
         if "class" in df.columns:
             return np.array([idx_of(c) for c in df["class"]], dtype=np.int16)
         if "priority" in df.columns:
+            names = sc.class_names
             by_prio = {sc.request_class(nm).priority: i for i, nm in reversed(list(enumerate(names)))}
             missing = sorted(set(df["priority"]) - set(by_prio))
             if missing:

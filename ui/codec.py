@@ -11,6 +11,7 @@ answers every question about its controls. Pure Python: no streamlit import, so 
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,6 +20,7 @@ from urllib.parse import urlencode
 from engine.policies import POLICIES as _POLICY_CLASSES
 from engine.presets import GPUS, MODELS
 from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, get_dotted, to_dict
+from engine.shipped_traces import SHIPPED, shipped_name
 
 from .i18n import N_, _
 
@@ -46,6 +48,7 @@ class Param:
     scale: tuple[str, ...] = field(default=())  # dotted keys scaled by the same ratio (shape kept)
     help: str = ""
     section: str = "main"
+    synthetic: bool = False  # a synthetic class's arrivals or lengths: idle while a shipped trace replaces them
 
     def describe_range(self) -> str:
         if self.kind == "choice":
@@ -186,12 +189,12 @@ def _class_params(raw: dict) -> list[Param]:
         spec, c, sec = raw["classes"][name] or {}, name.lower(), f"class:{name}"
         if (spec.get("arrival") or {}).get("process", "poisson") in ("poisson", "gamma", "on_off"):
             out.append(Param(f"{c}_rate", f"classes.{name}.arrival.rate", "float", N_("Arrival rate (req/s)"), 0,
-                             10_000, 0.05, section=sec))
+                             10_000, 0.05, section=sec, synthetic=True))
         for part, labels in (("prompt", (N_("Prompt tokens"), N_("Prompt tokens (median)"))),
                              ("output", (N_("Output tokens"), N_("Output tokens (median)")))):
             p = _length_param(f"{c}_{part[:3]}", f"classes.{name}.{part}", spec.get(part), labels, sec)
             if p:
-                out.append(p)
+                out.append(replace(p, synthetic=True))
     return out
 
 
@@ -214,13 +217,98 @@ def _cap_params(raw: dict) -> list[Param]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Arrivals from a shipped trace (engine.shipped_traces): the source and the class mapping
+
+
+SYNTHETIC = "synthetic"  # the source option for the scenario's own (synthetic) classes
+DEFAULT_SHARE = 0.1  # the top class's sampled share when a trace replaces synthetic traffic
+TRACE_SHORTS = ("trace", "tr_long", "tr_share", "tr_from", "tr_scale")
+
+
+def trace_template(data: dict, name: str) -> dict:
+    """The trace section a synthetic scenario gets when its arrivals come from shipped trace `name`:
+    a sampled share to the top class, then prompt length: long prompts to the least important class,
+    the rest to the middle one (with two classes: the top one)."""
+    names = class_names(data)
+    assign = None
+    if len(names) >= 2:
+        assign = {"by": "prompt_length", "edges": [SHIPPED[name].long_prompt],
+                  "classes": [names[1] if len(names) >= 3 else names[0], names[-1]],
+                  "sample": {names[0]: DEFAULT_SHARE}}
+    return {"path": name, "assign": assign, "time_scale": 1.0, "start_s": 0.0}
+
+
+def _one_edge(assign: dict | None) -> bool:
+    """A prompt-length rule with one threshold: the shape the sidebar's threshold control edits."""
+    return bool(assign) and assign.get("by") == "prompt_length" and len(assign.get("edges") or ()) == 1
+
+
+def _trace_params(raw: dict) -> list[Param]:
+    """The source control (synthetic or a shipped trace) and its mapping, unless the scenario replays
+    a trace file of its own (an upload): that file is its source."""
+    trace = raw.get("trace")
+    if trace and shipped_name(trace) is None:
+        return []
+    names = class_names(raw)
+    options = tuple(SHIPPED) if trace else (SYNTHETIC, *SHIPPED)
+    values = tuple(None if o == SYNTHETIC else o for o in options)
+    out = [Param("trace", "trace.path", "choice", N_("Arrivals from"), options=options, values=values, section="src",
+                 help=N_("synthetic: each class's own arrival process and lengths. A shipped trace replays real "
+                         "arrivals and lengths (azure-code, azure-conv: Azure LLM inference 2023; mooncake-conv: "
+                         "Mooncake FAST'25) and maps its requests to the classes by the rules below."))]
+    assign = (trace or {}).get("assign") if isinstance(trace, dict) else None
+    if len(names) >= 2 and (not trace or _one_edge(assign)):
+        out.append(Param("tr_long", "trace.assign.edges", "int", N_("Long prompts from (tokens; 0 = the trace's "
+                                                                     "default)"), 0, 10_000_000, 256,
+                         none_at_zero=True, section="src",
+                         help=N_("Requests with at least this many prompt tokens go to the least important class, "
+                                 "shorter ones to the middle class (the top class with two). Defaults: azure-code "
+                                 "4096, azure-conv 2048, mooncake-conv 16384 (each trace's longest 14–23 %).")))
+    if len(names) >= 2:
+        out.append(Param("tr_share", f"trace.assign.sample.{names[0]}", "float",
+                         N_("Share sent to the top class (sampled)"), 0, 1, 0.01, section="src",
+                         help=N_("This share of the trace's requests, drawn at random (fixed by the seed), goes to "
+                                 "the most important class whatever its length; the rest follow the prompt length.")))
+    out += [Param("tr_from", "trace.start_s", "float", N_("Start this far into the trace (s)"), 0, 100_000, 60,
+                  section="src", help=N_("The run replays the trace's arrivals from here on, for the run's "
+                                         "'Arrivals for' seconds (after the time stretch).")),
+            Param("tr_scale", "trace.time_scale", "float", N_("Time stretch (× the gaps; 2 = half the rate)"), 0.05,
+                  1000, 0.1, section="src", help=N_("Multiplies every arrival time: above 1 spreads the trace out "
+                                                   "(lighter load), below 1 packs it (heavier).")),
+            ]
+    return out
+
+
+def _trace_value(p: Param, data: dict, own: bool) -> Any:
+    """A trace control's widget value for a full scenario mapping; `own`: the preset itself replays a
+    shipped trace (else the template's values are the defaults and 0 means the trace's threshold)."""
+    trace = data.get("trace")
+    name = shipped_name(trace)
+    if trace is None or name is None:  # synthetic (or a trace file: no controls)
+        section, name = trace_template(data, next(iter(SHIPPED))), None
+    else:
+        section = trace
+    if p.short == "trace":
+        return name or SYNTHETIC
+    assign = section.get("assign") or {}
+    if p.short == "tr_long":
+        edge = (assign.get("edges") or [0])[0] if _one_edge(assign) else 0
+        return 0 if name is None or (not own and edge == SHIPPED[name].long_prompt) else int(edge)
+    if p.short == "tr_share":
+        return float((assign.get("sample") or {}).get(p.dotted.rsplit(".", 1)[1], 0.0))
+    return float(section.get("start_s" if p.short == "tr_from" else "time_scale"))
+
+
 def params_for(raw: dict) -> list[Param]:
     """The control table for a preset (class controls depend on its classes)."""
-    return _global_params(raw) + _class_params(raw) + _cap_params(raw)
+    return _global_params(raw) + _trace_params(raw) + _class_params(raw) + _cap_params(raw)
 
 
-def _widget_value(p: Param, data: dict) -> Any:
+def _widget_value(p: Param, data: dict, own_trace: bool = False) -> Any:
     """The scenario's value for `p` in widget units, filling schema defaults."""
+    if p.short in TRACE_SHORTS:
+        return _trace_value(p, data, own_trace)
     v = get_dotted(data, p.dotted)
     if p.values:
         return p.options[p.values.index(v)] if v in p.values else p.options[0]
@@ -302,10 +390,11 @@ class Codec:
     def __init__(self, raw: dict):
         self.raw = raw
         self.full = to_dict(from_dict(raw))
+        self.own_trace = shipped_name(self.full.get("trace")) is not None  # the preset replays a shipped trace
         self.defaults: dict[str, Any] = {}
         table = []
         for p in params_for(raw):
-            default = _widget_value(p, self.full)
+            default = _widget_value(p, self.full, self.own_trace)
             self.defaults[p.short] = default
             table.append(widened(p, default))
         self.params: list[Param] = table
@@ -317,7 +406,10 @@ class Codec:
 
     def values_of(self, data: dict) -> dict[str, Any]:
         """Widget values of every control for a full scenario mapping (`to_dict` of a Scenario)."""
-        return {p.short: _widget_value(p, data) for p in self.params}
+        values = {p.short: _widget_value(p, data, self.own_trace) for p in self.params}
+        if self.trace_replaces(values):  # the synthetic arrivals a trace replaced: idle, left at the preset's
+            values.update({p.short: self.defaults[p.short] for p in self.params if p.synthetic})
+        return values
 
     def values_from_scenario(self, sc: Scenario) -> dict[str, Any]:
         """Widget values that describe `sc` relative to this preset (inverse of `scenario`)."""
@@ -357,9 +449,10 @@ class Codec:
         changed = self.changed(values)
         if "model" in changed:  # another model: none of the preset's model fields (a custom shape) carry over
             out["model"] = {"name": changed["model"]}
+        replaced = self.trace_replaces(values)
         for key, v in changed.items():
             p = self.by_short[key]
-            if key == "model":
+            if key == "model" or key in TRACE_SHORTS or (p.synthetic and replaced):
                 continue
             if p.kind == "ints":
                 try:
@@ -388,6 +481,47 @@ class Codec:
                     out[dotted] = min(int(math.ceil(new)), 10_000_000) if isinstance(old, int) else new
         if pins is not None:
             out["replicas.pin"] = pins or None
+        out.update(self._trace_overrides(values, changed))
+        return out
+
+    def trace_source(self, values: dict[str, Any]) -> str | None:
+        """The shipped trace the controls replay, or None (synthetic arrivals, or a trace file)."""
+        if "trace" not in self.by_short:
+            return None
+        v = values.get("trace", self.defaults["trace"])
+        return v if v in SHIPPED else None
+
+    def trace_replaces(self, values: dict[str, Any]) -> bool:
+        """True when the controls put a shipped trace in place of the preset's synthetic arrivals."""
+        return not self.own_trace and self.trace_source(values) is not None
+
+    def _trace_overrides(self, values: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
+        """The whole `trace` section when a trace control changed (and, where a trace replaces the
+        synthetic arrivals, every class's arrivals off)."""
+        name = self.trace_source(values)
+        if name is None or not any(k in changed for k in TRACE_SHORTS):
+            return {}
+        section = copy.deepcopy(self.full["trace"]) if self.own_trace else trace_template(self.full, name)
+        section["path"] = name
+        assign = section.get("assign")
+
+        def value(short: str) -> Any:
+            return values.get(short, self.defaults[short])
+
+        if "tr_long" in self.by_short and _one_edge(assign):
+            assign["edges"] = [int(value("tr_long")) or SHIPPED[name].long_prompt]
+        if "tr_share" in self.by_short and assign is not None:
+            top = self.by_short["tr_share"].dotted.rsplit(".", 1)[1]
+            sample = {k: v for k, v in (assign.get("sample") or {}).items() if k != top}
+            if value("tr_share") > 0:
+                sample = {top: float(value("tr_share")), **sample}
+            assign["sample"] = sample or None
+        section["start_s"] = float(value("tr_from"))
+        section["time_scale"] = float(value("tr_scale"))
+        out: dict[str, Any] = {"trace": section}
+        if not self.own_trace:
+            for cls in self.class_names:
+                out[f"classes.{cls}.arrival"] = {"process": "poisson", "rate": 0.0}
         return out
 
     def scenario(self, values: dict[str, Any]) -> Scenario:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.shipped_traces import shipped_name
+
+from . import credits
 from .i18n import _
 from .state import Lab
 from .text import Kpi, plain
@@ -31,6 +34,8 @@ def header(lab: Lab, title: str, subtitle: str) -> None:
     if changes := lab.codec.describe_changes(lab.values):
         name = _("{name}, changed: {changes}").format(name=name, changes=changes)
     st.caption(_("{subtitle} · Scenario: {name}").format(subtitle=subtitle, name=plain(name)))
+    if (trace := shipped_name(lab.scenario.trace.path if lab.scenario.trace else None)) is not None:
+        st.caption(credits.attribution(trace))  # a shipped trace's licence asks for credit wherever it is shown
 
 
 def kpi_row(kpis: list[Kpi], cols: int | None = None) -> None:

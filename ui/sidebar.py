@@ -23,7 +23,7 @@ from engine import ScenarioError, TraceError, scenario_names, to_yaml
 from engine.scenario import load_shipped
 
 from . import codec as codec_mod
-from . import limits, links, runs, uploads
+from . import credits, limits, links, runs, uploads
 from .codec import DEFAULTS_HELP, POLICY_UPSTREAM, Codec, Param
 from .i18n import N_, _
 from .state import PAGES, Lab
@@ -38,6 +38,7 @@ LINK_NOTES = "_link_notes"
 PENDING_LOAD = "_pending_load"  # (preset, values) a page asked for; applied before the controls render
 LANG_KEY = "lang"  # the language switch (ui.i18n), bound to the URL like the controls
 SECTIONS = {"sched": (N_("Scheduler"), ":material/schedule:"), "mit": (N_("Mitigations"), ":material/shield:"),
+            "src": (N_("Arrivals"), ":material/input:"),
             "hw": (N_("GPU and model"), ":material/memory:"), "run": (N_("Run"), ":material/casino:")}
 
 
@@ -133,13 +134,13 @@ def _judge_link(page: str, presets: list[str]) -> None:
         st.rerun()  # the controls read the cleaned URL
 
 
-def _widget(box, p: Param, default) -> None:
+def _widget(box, p: Param, default, disabled: bool = False) -> None:
     help_ = _(p.help) if p.help else None
     if p.short == "policy":
         help_ = f"{help_} " + _("Upstream — {u}.").format(u=POLICY_UPSTREAM)
     elif p.short in ("budget", "seqs"):
         help_ = f"{help_} " + _(DEFAULTS_HELP)
-    kw = dict(key=p.short, bind="query-params", help=help_, on_change=_on_control, args=(p.short,))
+    kw = dict(key=p.short, bind="query-params", help=help_, on_change=_on_control, args=(p.short,), disabled=disabled)
     label = _(p.label)
     if p.kind == "choice":
         if len(p.options) == 2:
@@ -177,13 +178,17 @@ def _controls(c: Codec) -> dict:
         box = box_for(title, icon, sec, True)
         for p in by_section.get(sec, []):
             _widget(box, p, c.defaults[p.short])
+    source = _arrivals(c, by_section.get("src", []), box_for)
     sb.caption(_("Traffic per class (priority: lower number = more important, as in vLLM)"))
+    replaced = source is not None and not c.own_trace
+    if replaced:
+        sb.caption(_("The trace sets every class's arrivals and lengths; the mapping above decides the classes."))
     for name in c.class_names:
         prio = (c.raw["classes"][name] or {}).get("priority", 0)
         box = box_for(_("{cls} · priority {prio}").format(cls=name, prio=prio), ":material/group:", f"class:{name}",
                       False)
         for p in by_section.get(f"class:{name}", []):
-            _widget(box, p, c.defaults[p.short])
+            _widget(box, p, c.defaults[p.short], disabled=replaced and p.synthetic)
     for sec in ("hw", "run"):
         title, icon = SECTIONS[sec]
         box = box_for(title, icon, sec, False)
@@ -193,6 +198,23 @@ def _controls(c: Codec) -> dict:
     for p in by_section.get("adv", []):
         _widget(box, p, c.defaults[p.short])
     return {p.short: st.session_state[p.short] for p in c.params}
+
+
+def _arrivals(c: Codec, params: list[Param], box_for) -> str | None:
+    """The arrival source (synthetic or a shipped trace) with the trace's attribution under it, then
+    its class mapping (idle while the source is synthetic). Returns the shipped trace in use, if any."""
+    if not params:
+        return None
+    ss = st.session_state
+    asked = ss.get("trace", st.query_params.get("trace", c.defaults["trace"]))  # before the bound widget ran
+    box = box_for(*SECTIONS["src"], "src", c.trace_source({"trace": asked}) is not None)
+    _widget(box, params[0], c.defaults["trace"])
+    source = c.trace_source({"trace": ss["trace"]})
+    if source is not None:
+        box.caption(credits.attribution(source))
+    for p in params[1:]:
+        _widget(box, p, c.defaults[p.short], disabled=source is None)
+    return source
 
 
 def _revert_if_asked(c: Codec) -> None:
@@ -237,6 +259,7 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     if res is not None:
         lab.result = res  # already fetched: the page does not unpickle it again
     _files(lab)
+    credits.data_notes(st.sidebar.expander(_("Data and licences"), icon=":material/dataset:"))
     return lab, share_box
 
 

@@ -53,7 +53,12 @@ class Knob:
         if self.name == "rate":
             return {f"classes.{cls}.arrival.rate": v}
         if self.name == "load":
-            return {f"classes.{c}.arrival.rate": sc.classes[c].arrival.rate * v for c in sc.classes}
+            out = {f"classes.{c}.arrival.rate": sc.classes[c].arrival.rate * v for c in sc.classes}
+            if sc.trace is not None:  # a trace's arrivals packed v times closer, over the same stretch of it
+                out["trace"] = None if v <= 0 else {**sc.trace.model_dump(mode="json"),
+                                                    "time_scale": min(sc.trace.time_scale / v, 1000.0),
+                                                    "start_s": sc.trace.start_s / v}
+            return out
         if self.name == "budget":
             return {"scheduler.max_num_batched_tokens": v}
         if self.name == "blocks":
@@ -96,7 +101,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("rate", N_("Arrival rate (a class)"), N_("Arrival rate of a class"), "req/s", True, False, "high",
          N_("The class's mean arrival rate; the knee is the most it can send with the top class inside its SLO.")),
     Knob("load", N_("Total load"), N_("Total load"), "×", False, False, "high",
-         N_("Every class's rate times this factor.")),
+         N_("Every class's rate times this factor (a trace: its arrivals packed this many times closer).")),
     Knob("budget", N_("Token budget"), N_("Token budget per step"), N_("tokens"), False, True, "low",
          "max_num_batched_tokens."),
     Knob("blocks", N_("KV cache size"), N_("KV cache size"), N_("blocks"), False, True, "low",

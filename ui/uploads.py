@@ -42,6 +42,7 @@ from engine.literal import clip
 from engine.memory import resolve_model
 from engine.preflight import preflight
 from engine.scenario import ModelSpec, decode_text, file_references, parse_yaml
+from engine.shipped_traces import shipped_name
 from engine.traces import parse_trace
 
 from .i18n import _
@@ -88,7 +89,7 @@ def scenario_from_upload(name: str, data: bytes, limits: WorkLimits = INTERACTIV
         if "base" in raw:
             raise ScenarioError(_("{name}: an uploaded scenario cannot start from another (`base`); download the "
                                   "full scenario YAML from the app and upload that").format(name=name))
-        if raw.get("trace"):
+        if raw.get("trace") and shipped_name(raw["trace"]) is None:  # a shipped trace reads no user file
             raise ScenarioError(_("{name}: a scenario that reads a trace file cannot be uploaded; upload the trace "
                                   "separately (Upload a trace)").format(name=name))
         for key, _path in file_references(raw):

@@ -534,3 +534,46 @@ def test_gpu_page_explains_moe_and_mla_and_a_pasted_config_becomes_the_model():
     at.number_input(key="budget").set_value(0).run()
     assert not at.exception
     assert any("16,384" in c.value and "B200" in c.value for c in at.caption)
+
+
+def test_a_shipped_trace_chosen_in_the_sidebar_runs_credits_its_source_and_travels_in_the_link():
+    at = fresh()
+    assert at.number_input(key="tr_share").disabled  # synthetic arrivals: the mapping is idle
+    synthetic = metric(at, "P0 · P99 TTFT")
+    at.selectbox(key="trace").set_value("azure-conv").run()
+    assert not at.exception and not at.error
+    credit = [c.value for c in at.caption if "Azure LLM inference trace 2023" in c.value]
+    assert len(credit) == 2  # under the choice, and in the page header
+    assert all("CC-BY-4.0](https://creativecommons.org/licenses/by/4.0/)" in c and "Splitwise" in c for c in credit)
+    assert at.number_input(key="p0_rate").disabled and not at.number_input(key="tr_share").disabled
+    replay = metric(at, "P0 · P99 TTFT")
+    assert replay != synthetic
+    at.number_input(key="tr_share").set_value(0.3).run()
+    link = share_link(at)
+    assert "trace=azure-conv" in link and "tr_share=0.3" in link
+    again = fresh(trace="azure-conv", tr_share="0.3")  # the link reproduces the choice and the mapping
+    assert not again.warning and metric(again, "P0 · P99 TTFT") == metric(at, "P0 · P99 TTFT")
+    assert again.selectbox(key="trace").value == "azure-conv"
+
+
+def test_the_shipped_trace_preset_runs_and_the_data_box_credits_every_trace():
+    at = fresh(preset="real-traffic")
+    assert not at.exception
+    assert at.selectbox(key="trace").value == "azure-code" and at.number_input(key="tr_from").value == 840
+    fcfs = float(metric(at, "P0 · P99 TTFT").split()[0])
+    at.selectbox(key="policy").set_value("priority").run()
+    assert float(metric(at, "P0 · P99 TTFT").split()[0]) < 1.0 < fcfs
+    notes = " ".join(m.value for m in at.markdown)
+    for title in ("Azure LLM inference trace 2023 \\(code\\)", "Azure LLM inference trace 2023 \\(conversation\\)",
+                  "Mooncake FAST\\'25 conversation trace"):
+        assert title in notes, title
+    assert notes.count("Apache-2.0") >= 1 and notes.count("CC-BY-4.0") >= 2
+
+
+def test_a_trace_the_app_cannot_afford_is_refused_at_the_control():
+    at = fresh(preset="fill-what-fits")
+    at.selectbox(key="trace").set_value("mooncake-conv").run()
+    assert not at.exception
+    assert at.selectbox(key="trace").value == "synthetic"  # back to the last value that ran
+    errors = [e.value.replace("\\", "") for e in at.error]
+    assert any("mooncake-conv cannot run" in e and "estimated" in e and "duration_s" in e for e in errors), errors

@@ -297,7 +297,7 @@ def test_work_cap_names_the_key_and_can_be_lifted(capsys, monkeypatch):
 
 
 def test_a_bug_is_one_line_with_exit_1(capsys, monkeypatch):
-    def boom(sc):
+    def boom(sc, **_options):
         raise RuntimeError("boom\nsecond line")
 
     monkeypatch.setattr("engine.simulation.simulate", boom)

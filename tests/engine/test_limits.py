@@ -323,3 +323,28 @@ def test_a_run_bounded_only_by_the_drain_limit_names_it():
     assert w.steps == pytest.approx((10 + 100) / 0.01) and w.key_steps == "drain_limit_s"
     with pytest.raises(WorkLimitError, match=r"^drain_limit_s: .*; lower it$"):
         check_work(sc, WorkLimits(None, None, 0.06, None))
+
+
+def test_hashing_a_traces_prefix_blocks_is_charged_and_backfill_looks_them_up_every_step():
+    """Mooncake's hash_ids make the prefix cache hash every block of every prompt (and backfill look
+    each waiting request up every step): the estimate charges both, so the app refuses what would
+    run for minutes (rescue-buffer with mooncake-conv: 121 s of CPU before this term)."""
+    from engine import limits
+    from engine.workload import _from_trace
+
+    over = {"trace": {"path": "mooncake-conv", "start_s": 600}, "duration_s": 60,
+            "classes.P0.arrival": {"rate": 0}, "classes.P1.arrival": {"rate": 0}, "classes.P2.arrival": {"rate": 0}}
+    on, off = load("default", over), load("default", {**over, "kv.prefix_caching": False})
+    _, prompt, _, _, (_, _, hashes) = _from_trace(on, on.class_names)
+    blocks = sum(math.ceil(p / 16) for p in prompt)
+    assert len(hashes) == len(prompt) > 0 and estimate_work(on).parts["hashed_blocks"] == blocks
+    extra = estimate_work(on).seconds - estimate_work(off).seconds
+    assert extra == pytest.approx(limits.SEC_PER_HASHED_BLOCK * blocks)
+    fill = load("default", {**over, "scheduler.policy": "backfill"})
+    w = estimate_work(fill)
+    ids, qs = sum(len(h) for h in hashes.values()) / w.requests, w.parts["queue_steps"]
+    walk = (limits.SEC_PER_QUEUE_STEP["backfill"] - limits.SEC_PER_QUEUE_STEP["fcfs"]) * qs
+    assert w.seconds - estimate_work(on).seconds == pytest.approx(limits.SEC_PER_QUEUE_HASH_ID * ids * qs + walk)
+    assert w.seconds > INTERACTIVE.seconds > estimate_work(on).seconds
+    azure = load("default", {**over, "trace": {"path": "azure-code"}})
+    assert estimate_work(azure).parts["hashed_blocks"] == 0  # no prefix identity, nothing to hash

@@ -1,7 +1,8 @@
 """Trace readers (Azure LLM 2023 CSV, Mooncake JSONL, simulator CSV) and trace replay.
 
-The real traces live outside the repository in `<repo>/../shared/traces` (see its README.md); the
-tests that need them are skipped with a reason when that folder is absent. Small synthetic files
+The readers are checked against the original files in `<repo>/../shared/traces` (see its README.md);
+the tests that need them are skipped with a reason when that folder is absent. The copies shipped in
+`scenarios/traces/` are checked in test_shipped_traces.py. Small synthetic files
 for formats and malformed input are written to tmp_path.
 """
 

@@ -89,6 +89,10 @@ def test_every_param_maps_to_a_real_scenario_key(c):
         if p.dotted.startswith("gateway."):  # a section absent by default: its schema has the key
             assert p.dotted.split(".", 1)[1] in Gateway.model_fields
             continue
+        if p.dotted.startswith("trace."):  # absent until a shipped trace is chosen: the template has the key
+            on = to_dict(c.scenario({**c.defaults, "trace": "azure-code"}))
+            assert get_dotted(on, p.dotted.rsplit(".", 1)[0]) is not None, p.dotted
+            continue
         assert p.short == p.short.strip() and "=" not in p.short
         parent = p.dotted.rsplit(".", 1)[0]
         assert p.dotted.count(".") == 0 or get_dotted(full, parent) is not None, p.dotted
@@ -171,3 +175,64 @@ def test_picking_another_model_drops_a_custom_models_fields():
     assert sc.model.name == "Llama-3.1-8B" and sc.model.kv_lora_rank is None and sc.model.params_b is None
     back = own.scenario({**own.defaults, "model": "Llama-3.1-8B", "kvdtype": "FP8"})
     assert back.model.kv_dtype_bytes == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrivals from a shipped trace
+
+
+def test_choosing_a_shipped_trace_replaces_the_synthetic_arrivals_with_the_mapping(c):
+    assert (c.defaults["trace"], c.defaults["tr_long"], c.defaults["tr_share"]) == ("synthetic", 0, 0.1)
+    assert c.by_short["trace"].options == ("synthetic", "azure-code", "azure-conv", "mooncake-conv")
+    sc = c.scenario({**c.defaults, "trace": "azure-code"})
+    assert sc.trace.path == "azure-code" and sc.trace.start_s == 0 and sc.trace.time_scale == 1
+    a = sc.trace.assign
+    assert (a.by, a.edges, a.classes, a.sample) == ("prompt_length", [4096], ["P1", "P2"], {"P0": 0.1})
+    assert all(cls.arrival.rate == 0 and cls.arrival.process == "poisson" for cls in sc.classes.values())
+    # 0 = the trace's own threshold; the other controls write their keys
+    mc = c.scenario({**c.defaults, "trace": "mooncake-conv", "tr_share": 0.25, "tr_from": 600.0, "tr_scale": 2.0})
+    assert mc.trace.assign.edges == [16384] and mc.trace.assign.sample == {"P0": 0.25}
+    assert (mc.trace.start_s, mc.trace.time_scale) == (600.0, 2.0)
+    assert c.scenario({**c.defaults, "trace": "azure-conv", "tr_long": 3000, "tr_share": 0}).trace.assign.sample is None
+    # synthetic: the trace controls change nothing (idle), and the class controls count again
+    assert c.overrides({**c.defaults, "tr_share": 0.5, "tr_from": 10.0}) == {}
+    assert c.scenario({**c.defaults, "p0_rate": 2.0}).classes["P0"].arrival.rate == 2.0
+    # a class rate moved before the trace was chosen does not come back through it
+    assert c.scenario({**c.defaults, "p0_rate": 2.0, "trace": "azure-code"}).classes["P0"].arrival.rate == 0
+
+
+def test_a_trace_choice_travels_in_a_link_and_reads_back(c):
+    values = {**c.defaults, "trace": "azure-conv", "tr_long": 2500, "tr_share": 0.2, "tr_from": 300.0}
+    link = c.encode(values, "default")
+    assert link == {"trace": "azure-conv", "tr_long": "2500", "tr_share": "0.2", "tr_from": "300"}
+    back = {**c.defaults, **{k: codec.parse(c.by_short[k], v) for k, v in link.items()}}
+    assert c.scenario(back).key() == c.scenario(values).key()
+    sc = c.scenario(values)
+    assert c.changed(c.values_from_scenario(sc)) == c.changed(values)
+    assert c.describe_changes(values, limit=1) == "Arrivals from = azure-conv, 3 more"
+    for short, text in (("trace", "azure"), ("trace", "../x.csv"), ("tr_share", "1.5"), ("tr_share", "nan"),
+                        ("tr_long", "-1"), ("tr_scale", "0"), ("tr_from", "inf")):
+        with pytest.raises(ValueError):
+            codec.parse(c.by_short[short], text)
+
+
+def test_a_preset_that_replays_a_shipped_trace_offers_the_others_and_edits_its_own_mapping():
+    r = Codec(load_raw("real-traffic"))
+    assert r.by_short["trace"].options == ("azure-code", "azure-conv", "mooncake-conv")  # no synthetic classes
+    assert (r.defaults["trace"], r.defaults["tr_long"], r.defaults["tr_share"], r.defaults["tr_from"]) == \
+        ("azure-code", 4096, 0.15, 840.0)
+    assert not any(p.synthetic for p in r.params)  # its classes have no arrival controls: the trace is the traffic
+    assert r.scenario(r.defaults).key() == load("real-traffic").key()
+    sc = r.scenario({**r.defaults, "trace": "azure-conv", "tr_long": 2048})
+    base = load("real-traffic")
+    assert sc.trace.path == "azure-conv" and sc.trace.assign.edges == [2048] and sc.trace.start_s == 840
+    assert sc.trace.assign.sample == base.trace.assign.sample and sc.classes == base.classes
+    assert r.encode({**r.defaults, "trace": "azure-conv"}, "real-traffic") == {"preset": "real-traffic",
+                                                                               "trace": "azure-conv"}
+
+
+def test_an_uploaded_trace_file_is_its_own_source(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,5\n")
+    up = Codec({"classes": {"A": {"arrival": {"rate": 0}}}, "trace": {"path": str(p)}})
+    assert "trace" not in up.by_short and not any(s.startswith("tr_") for s in up.by_short)

@@ -84,6 +84,19 @@ def test_values_that_cannot_run_together_drop_the_culprit():
     assert links.runnable_subset(c, {"reserve": 512}, why_not) == ({"reserve": 512}, [])
 
 
+def test_a_link_naming_a_shipped_trace_is_judged_like_any_control():
+    out = check({"trace": ["azure-conv"], "tr_share": ["0.3"], "tr_from": ["120"]})
+    assert out.values == {"trace": "azure-conv", "tr_share": 0.3, "tr_from": 120.0} and not out.notes
+    out = check({"trace": ["../../etc/passwd"], "tr_share": ["2"]})
+    assert out.drop == {"trace", "tr_share"} and named("trace", out.notes) and named("tr_share", out.notes)
+    assert "azure-code" in out.notes[0]  # the note says what is allowed
+    # Mooncake's long prompts with hashed prefixes under backfill: over the app's work cap, left out
+    c = codec_for("fill-what-fits")
+    kept, notes = links.runnable_subset(c, {"trace": "mooncake-conv", "reserve": 512}, why_not)
+    assert kept == {"reserve": 512} and named("trace", notes) and "estimated" in notes[0]
+    assert links.runnable_subset(c, {"trace": "azure-conv"}, why_not) == ({"trace": "azure-conv"}, [])
+
+
 def test_why_not_agrees_with_the_engine():
     assert why_not(load("default")) is None
     assert "Llama-3-70B" in why_not(load("default", {"model.name": "Llama-3-70B"}))

@@ -56,6 +56,22 @@ def test_each_knob_writes_its_scenario_key():
     assert KNOBS["load"].overrides(sc, 2.0, None)["classes.P1.arrival.rate"] == 6.0
 
 
+def test_total_load_packs_a_traces_arrivals_closer_over_the_same_stretch_of_it():
+    from engine.scenario import apply_overrides, from_dict, to_dict
+    from engine.traces import read_trace
+    from engine.workload import build
+
+    sc = load("real-traffic")
+    twice = from_dict(apply_overrides(to_dict(sc), KNOBS["load"].overrides(sc, 2.0, None)))
+    assert (twice.trace.time_scale, twice.trace.start_s, twice.trace.path) == (0.5, 420.0, "azure-code")
+    assert twice.trace.assign == sc.trace.assign
+    t = read_trace("azure-code")["arrival_s"]
+    within = int(((t >= 840) & (t < 840 + 2 * sc.duration_s)).sum())  # the same start, twice the stretch
+    assert len(build(twice)) == within > len(build(sc))
+    none = from_dict(apply_overrides(to_dict(sc), KNOBS["load"].overrides(sc, 0.0, None)))
+    assert none.trace is None
+
+
 def summary(p0, p2, rejected=0, tp=100.0, idle=0.0):
     return {"throughput_tok_s": tp, "batch_fill": 0.5, "reserve_idle_token_frac": idle, "classes": {
         "P0": {"priority": 0, "n": 10, "rejected": 0, "unfinished": 0, "ttft_p99": p0, "slo_attainment": 1.0},

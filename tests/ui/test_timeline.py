@@ -57,7 +57,7 @@ def test_waited_on_lists_the_holders_of_each_wait():
 def test_story_lanes_put_the_top_class_first_then_holders_then_one_lane_per_class_ahead():
     lanes, got, held, note = inversions.story_lanes(Run(), ["hi", "lo"], (0.0, 6.0))
     assert [(ln.key, ln.kind) for ln in lanes] == [(1, "top"), (0, "holder"), ("ahead:lo", "ahead")]
-    assert lanes[1].label == "#0 lo · held 50 blocks" and lanes[2].label == "lo admitted ahead (1)"
+    assert lanes[1].label == "#0 lo · held up to 50 blocks" and lanes[2].label == "lo admitted ahead (1)"
     assert note is None and len(got) == 1 and len(held) == 1
     lanes, *_ = inversions.story_lanes(Run(), ["hi", "lo"], (3.5, 6.0))
     assert [ln.key for ln in lanes][:1] == [1]  # #1 still runs in this window

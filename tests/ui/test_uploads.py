@@ -29,6 +29,21 @@ def test_bad_scenario_uploads_say_why(data, needle):
         uploads.scenario_from_upload("bad.yaml", data)
 
 
+def test_a_downloaded_scenario_replaying_a_shipped_trace_uploads_back():
+    """A shipped trace is named, not read from the user's or the server's files: its download round-trips."""
+    from engine import load
+
+    sc = load("default", {"trace": {"path": "azure-conv", "start_s": 60}, "duration_s": 30,
+                          "classes.P1.arrival.rate": 0})
+    raw = uploads.scenario_from_upload("mine.yaml", to_yaml(sc).encode())
+    assert raw["trace"]["path"] == "azure-conv" and from_dict(raw).key() == sc.key()
+    short = uploads.scenario_from_upload("short.yaml", b"classes: {A: {arrival: {rate: 0}}}\ntrace: mooncake-conv\n"
+                                         b"duration_s: 10\n")
+    assert from_dict(short).trace.path == "mooncake-conv"
+    with pytest.raises(ScenarioError, match="cannot be uploaded"):  # a file on the server: still refused
+        uploads.scenario_from_upload("f.yaml", b"trace: {path: ./azure-code}\n")
+
+
 def test_trace_upload_replays_the_file():
     rows = "\n".join(f"{i * 0.5},{200 + i},{20}" for i in range(12))
     data = f"arrived_at,num_prefill_tokens,num_decode_tokens\n{rows}\n".encode()
