@@ -32,10 +32,10 @@ spec = sc.request_class(low).prompt
 doc = spec.value if spec.dist == "constant" else int(spec.median)
 c = st.columns(5)
 usable = mem.usable_tokens
-c[0].metric(_("Usable KV blocks"), f"{mem.usable_blocks:,}", border=True,
+c[0].metric(_("Usable blocks"), f"{mem.usable_blocks:,}", border=True,
             help=_("Blocks requests can use: vLLM keeps one of its {n:,} blocks (num_gpu_blocks) as its null "
                    "block.").format(n=mem.blocks))
-c[1].metric(_("Usable KV tokens"), f"{usable:,}" if usable < 1_000_000 else f"{usable / 1e6:.2f} M", border=True,
+c[1].metric(_("Usable tokens"), f"{usable:,}" if usable < 1_000_000 else f"{usable / 1e6:.2f} M", border=True,
             help=_("{n:,} usable blocks × {bs} tokens").format(n=mem.usable_blocks, bs=mem.block_size))
 c[2].metric(_("KiB per token"), f"{mem.kv_bytes_per_token / 1024:,.1f}", border=True, help=costs.kv_formula(mem))
 c[3].metric(_("{cls} prompts fit").format(cls=low), f"{usable // max(doc, 1):,}", border=True,

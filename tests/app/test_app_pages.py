@@ -66,8 +66,8 @@ def test_kv_counts_say_usable_and_agree_across_pages():
     caption = next(c.value for c in app.caption if "usable blocks" in c.value)
     assert f"KV cache {mem.usable_blocks:,} usable blocks × {mem.block_size} tokens" in caption.replace("\\", "")
     app.switch_page("pages/memory.py").run()
-    assert metric(app, "Usable KV blocks") == f"{mem.usable_blocks:,}"
-    tokens = metric(app, "Usable KV tokens")
+    assert metric(app, "Usable blocks") == f"{mem.usable_blocks:,}"
+    tokens = metric(app, "Usable tokens")
     value = float(tokens[:-2]) * 1e6 if tokens.endswith(" M") else int(re.sub(",", "", tokens))
     assert value == pytest.approx(mem.usable_blocks * mem.block_size, rel=0.005)
 

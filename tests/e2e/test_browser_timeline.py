@@ -19,7 +19,7 @@ def test_the_story_view_shows_who_got_in_ahead(page, app_url, shots):
     expect(plot).to_have_count(1)
     expect(plot.locator(".ytick").first).to_contain_text("P0")  # top-priority lanes first, labelled
     expect(plot.get_by_text("P1 admitted ahead", exact=False)).to_have_count(1)
-    expect(plot.get_by_text("#24 P2 · held 1,635 blocks", exact=False)).to_have_count(1)  # a document holding KV
+    expect(plot.get_by_text("#24 P2 · held up to 1,635 blocks", exact=False)).to_have_count(1)  # a document holding KV
     for name in ("inversion: a lower-priority request admitted", "admitted ahead (connector)", "waited on (KV holder)",
                  "P0 running", "waiting: kv_short"):
         expect(plot.locator(".legendtext", has_text=name)).to_have_count(1)

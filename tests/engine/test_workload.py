@@ -215,10 +215,11 @@ def test_prompt_cap_split_into_chained_pieces():
         prompts = g["prompt_tokens"].to_numpy()
         # all pieces but the last are exactly the cap
         assert (prompts[:-1] == cap).all() and 1 <= prompts[-1] <= cap
-        # chained: piece j+1 arrives when piece j finishes
+        # chained: piece j+1 arrives when piece j finishes — under async scheduling just after the
+        # call that took that finish in, if the call built a step (the next float)
         fin = g["finish_s"].to_numpy()
         arr = g["arrival_s"].to_numpy()
-        assert np.array_equal(arr[1:], fin[:-1]), (arr, fin)
+        assert ((arr[1:] == fin[:-1]) | (arr[1:] == np.nextafter(fin[:-1], np.inf))).all(), (arr, fin)
         assert (g["first_scheduled_s"].to_numpy()[1:] >= fin[:-1]).all()
     assert n_split > 5
     # the summary counts one client request per original
