@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .i18n import _
-from .state import Lab
+from .lab import Lab
 from .text import Kpi, plain
 
 # While a rerun runs, Streamlit dims the elements it has not re-sent yet: after 0.5 s they fade to a
