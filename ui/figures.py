@@ -50,10 +50,12 @@ def _replica_steps(steps: pd.DataFrame, replica: int) -> pd.DataFrame:
 MAX_POINTS = 600
 
 
-def thin(steps: pd.DataFrame, cols: list[str], max_points: int = MAX_POINTS) -> pd.DataFrame:
+def thin(steps: pd.DataFrame, cols: list[str], max_points: int = MAX_POINTS, whole_rows: bool = False) -> pd.DataFrame:
     """At most `max_points` rows of a step frame, for a chart over time: consecutive steps are cut
     into equal runs, each drawn at its first step's time with the largest value of each column in
-    it, so a peak (a full cache, a burst of waiting requests) is never lost. A short frame is
+    it, so a peak (a burst of waiting requests) is never lost. `whole_rows`: the run's step with
+    the largest sum of `cols` instead, every column from that one step: a stacked chart then never
+    shows a total no step had (the KV classes' sum stays under the capacity). A short frame is
     returned as it is."""
     n = len(steps)
     if n <= max_points:
@@ -61,7 +63,13 @@ def thin(steps: pd.DataFrame, cols: list[str], max_points: int = MAX_POINTS) -> 
     k = -(-n // max_points)
     starts = np.arange(0, n, k)
     values = steps[cols].to_numpy()
-    out = pd.DataFrame(np.maximum.reduceat(values, starts, axis=0), columns=cols)
+    if whole_rows:
+        run = np.arange(n) // k
+        order = np.lexsort((-values.sum(axis=1), run))  # within each run, the largest total first
+        values = values[order[starts]]
+    else:
+        values = np.maximum.reduceat(values, starts, axis=0)
+    out = pd.DataFrame(values, columns=cols)
     out.insert(0, "t_s", steps["t_s"].to_numpy(dtype=float)[starts])
     return out
 
@@ -106,10 +114,11 @@ def over_time(steps: pd.DataFrame, classes: list[str], capacity: int, kv_reserve
     waiting requests by class, on one time axis. One figure rather than two, each series thinned
     to `MAX_POINTS` (`thin`): what a first page's browser spends on charts halves."""
     s = _replica_steps(steps, replica)
-    s = thin(s, [f"kv_{c}" for c in classes] + [f"waiting_{c}" for c in classes])
+    kv = thin(s, [f"kv_{c}" for c in classes], whole_rows=True)
+    s = thin(s, [f"waiting_{c}" for c in classes])
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
                         subplot_titles=(_("KV cache held, by class"), _("Waiting queue, by class")))
-    add_kv_traces(fig, s, classes, capacity, kv_reserve, row=1)
+    add_kv_traces(fig, kv, classes, capacity, kv_reserve, row=1)
     for name in classes:
         fig.add_trace(go.Scatter(x=s["t_s"].to_numpy(dtype=float), y=s[f"waiting_{name}"].to_numpy(),
                                  name=_("{cls} waiting").format(cls=name), mode="lines",
@@ -121,7 +130,7 @@ def over_time(steps: pd.DataFrame, classes: list[str], capacity: int, kv_reserve
     fig.update_xaxes(title_text=_("time (s)"), row=2, col=1)
     _style(fig, 640)
     fig.update_annotations(font=dict(size=15), x=0, xanchor="left")  # the subplot titles, as a figure title
-    fig.update_layout(legend=dict(y=-0.1))
+    fig.update_layout(legend=dict(y=-0.1, traceorder="normal"))
     return fig
 
 

@@ -110,3 +110,16 @@ def test_over_time_is_one_figure_with_kv_above_the_queue(res):
     assert len(queue) == 2 and {t.yaxis for t in queue} == {"y2"}
     assert np.array_equal(np.asarray(queue[1].y), res.steps["waiting_lo"].to_numpy())  # short run: every step
     assert list(by_name(fig, "hi KV reserve")[0].y) == [56, 56]
+
+
+def test_thin_whole_rows_never_stacks_above_any_real_step():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    a = rng.integers(0, 100, n)
+    frame = pd.DataFrame({"t_s": np.arange(n) * 0.1, "kv_a": a, "kv_b": 100 - a})  # every step holds 100
+    out = figures.thin(frame, ["kv_a", "kv_b"], max_points=500, whole_rows=True)
+    assert len(out) <= 500 and ((out["kv_a"] + out["kv_b"]) == 100).all()  # each point is one real step
+    per_column = figures.thin(frame, ["kv_a", "kv_b"], max_points=500)
+    assert ((per_column["kv_a"] + per_column["kv_b"]) > 100).any()  # the per-column maximum: not so
