@@ -176,7 +176,8 @@ def main(argv: list[str]) -> int:
     if cmd == "serve":
         ensure_venv("requirements.txt")
         ensure_debs(test=False)
-        return subprocess.call([str(PY), "-m", "deploy.serve", *argv[1:]], cwd=ROOT)
+        os.chdir(ROOT)  # serve itself from here on: Ctrl-C and SIGTERM reach it, and it stops what it started
+        os.execv(str(PY), [str(PY), "-m", "deploy.serve", *argv[1:]])
     if cmd == "test-ray":
         return test_ray(argv[1:])
     if cmd == "bench":
