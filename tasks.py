@@ -1,7 +1,9 @@
 """The two commands of the README, with their own set-up (needs only Python 3.11+).
 
     python3 tasks.py app    # create .venv, install requirements, run the app on the default scenario
-    python3 tasks.py test   # create .venv, install test requirements (+ chromium), run every test
+    python3 tasks.py serve --processes N   # the app as N Streamlit processes behind nginx (installs
+                            # Debian's nginx if root; see README "Serving a room")
+    python3 tasks.py test   # create .venv, install test requirements (+ chromium, nginx), run every test
                             # (+ the Ray tests in .venv-ray when CI=true or .venv-ray exists)
     python3 tasks.py test-ray          # create .venv-ray (Ray, ~285 MB) and run the Ray tests
     python3 tasks.py bench  # the speed benchmark (python -m engine bench)
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 CHROMIUM = "/usr/bin/chromium"
+NGINX = "/usr/sbin/nginx"  # Debian's nginx: the proxy in front of `serve`'s Streamlit processes
 VLLM_VENV = ROOT / ".venv-vllm"  # vLLM and torch (~9 GB): never in .venv, never a requirement
 VLLM_PY = VLLM_VENV / "bin" / "python"
 VLLM_PIN = "vllm==0.33.0"
@@ -59,20 +62,45 @@ def has_cjk_font() -> bool:
     return bool(out.strip())
 
 
-def ensure_chromium() -> None:
-    """Debian's chromium for the browser tests (Playwright never downloads its own), and a CJK font
-    (fonts-noto-cjk) so the Chinese pages render with real glyphs."""
-    need = [pkg for pkg, ok in (("chromium", Path(CHROMIUM).exists()), ("fonts-noto-cjk", has_cjk_font()))
-            if not ok]
-    if not need:
-        return
-    if shutil.which("apt-get") and os.geteuid() == 0:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+def has_nginx() -> bool:
+    return Path(NGINX).exists()
+
+
+def apt_install(need: list[str]) -> bool:
+    """Install Debian packages (as root), without letting their install scripts start services
+    (nginx's would start a daemon on port 80): a policy-rc.d that says no, unless one exists."""
+    if not (shutil.which("apt-get") and os.geteuid() == 0):
+        return False
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    policy = Path("/usr/sbin/policy-rc.d")
+    ours = not policy.exists()
+    if ours:
+        policy.write_text("#!/bin/sh\n# tasks.py: no service starts while it installs packages\nexit 101\n")
+        policy.chmod(0o755)
+    try:
         sh("apt-get", "update", "-q", env=env)
         sh("apt-get", "install", "-y", "-q", *need, env=env)
+    finally:
+        if ours:
+            policy.unlink()
+    return True
+
+
+def ensure_debs(test: bool = True) -> None:
+    """For the tests: Debian's chromium (Playwright never downloads its own), a CJK font
+    (fonts-noto-cjk) so the Chinese pages render with real glyphs, and nginx for the tests of
+    `serve`. For `serve` (`test=False`): nginx alone."""
+    wanted = [("nginx", has_nginx())]
+    if test:
+        wanted = [("chromium", Path(CHROMIUM).exists()), ("fonts-noto-cjk", has_cjk_font()), *wanted]
+    need = [pkg for pkg, ok in wanted if not ok]
+    if not need or apt_install(need):
+        return
+    if test:
+        print(f"note: missing {', '.join(need)} and cannot apt-get it; browser and serve tests that need it will "
+              "be skipped (they fail instead when CI=true)", flush=True)
     else:
-        print(f"note: missing {', '.join(need)} and cannot apt-get it; browser tests that need it will be "
-              "skipped (they fail instead when CI=true)", flush=True)
+        raise SystemExit("serve needs nginx: apt-get install nginx (as root), or run as root to let tasks.py do it")
 
 
 def ensure_vllm_venv() -> None:
@@ -136,7 +164,7 @@ def main(argv: list[str]) -> int:
         return subprocess.call([str(PY), "-m", "streamlit", "run", str(ROOT / "app.py"), *argv[1:]], cwd=ROOT)
     if cmd == "test":
         ensure_venv("requirements-dev.txt")
-        ensure_chromium()
+        ensure_debs()
         if not argv[1:]:  # the whole suite starts with the linter (ruff, configured in pyproject.toml)
             lint = subprocess.call([str(PY), "-m", "ruff", "check", "."], cwd=ROOT)
             if lint:
@@ -145,6 +173,11 @@ def main(argv: list[str]) -> int:
         if not argv[1:] and (os.environ.get("CI") == "true" or RAY_PY.exists()):
             rc = test_ray([]) or rc  # CI always covers Ray; locally once .venv-ray exists
         return rc
+    if cmd == "serve":
+        ensure_venv("requirements.txt")
+        ensure_debs(test=False)
+        os.chdir(ROOT)  # serve itself from here on: Ctrl-C and SIGTERM reach it, and it stops what it started
+        os.execv(str(PY), [str(PY), "-m", "deploy.serve", *argv[1:]])
     if cmd == "test-ray":
         return test_ray(argv[1:])
     if cmd == "bench":

@@ -18,18 +18,17 @@ A spec is a small YAML file (README, *Sweeps and capacity planning*):
 Every run is identified by a stable hash of its canonical scenario JSON, so a rerun into the same
 output skips what is done, whichever spec produced it. This module is pure (no UI): it parses,
 validates and expands specs, and drives the execution (`engine.sweep_exec`) into an output
-directory (`engine.sweep_store`).
+directory (`engine.sweep_store`). `Run`, `SweepError` and `knob_columns` live in
+`engine.sweep_runs`, which the store shares (imported here too, under the old names).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,15 +36,13 @@ from typing import Any
 import numpy as np
 
 from .scenario import ScenarioError, apply_overrides, from_dict, load_raw, parse_yaml, read_yaml
+from .sweep_runs import Run, SweepError, knob_columns, run_id  # noqa: F401 (knob_columns, run_id: re-exported)
+from .sweep_store import Store
 
 SPEC_KEYS = ("name", "description", "base", "set", "grid", "sample", "seeds", "plan")
 SAMPLE_KEYS = ("method", "n", "seed", "keys")
 RANGE_KEYS = ("low", "high", "int", "log", "choices")
 MAX_RUNS = 1_000_000
-
-
-class SweepError(ScenarioError):
-    """A sweep or plan spec (or its output directory) that cannot be used; the message says why."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,22 +279,6 @@ def _seeds(seeds: Any, base_seed: int, origin: str) -> tuple[int, ...]:
 # Runs
 
 
-@dataclass(frozen=True)
-class Run:
-    """One simulation of a sweep: its canonical scenario JSON, stable id, knob values and seed."""
-
-    key: str
-    run_id: str
-    knobs: dict[str, Any]
-    seed: int
-
-
-def run_id(key: str) -> str:
-    """A stable 16-hex-digit id of a scenario: sha256 of its canonical JSON (keys sorted)."""
-    canon = json.dumps(json.loads(key), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()[:16]
-
-
 def make_run(base_data: dict, knobs: dict[str, Any], seed: int) -> Run:
     """The run of `base_data` with `knobs` and `seed` set (SweepError naming them if invalid)."""
     try:
@@ -348,7 +329,6 @@ def run_sweep(spec: Spec, out: str | Path, backend=None, *, spec_path: str | Non
     Ctrl-C (KeyboardInterrupt) stops the workers, saves what finished and leaves a valid partial
     output: the outcome's status is then "interrupted", and rerunning the same call resumes."""
     from .sweep_exec import LocalBackend
-    from .sweep_store import Store
 
     runs = expand(spec)
     store = Store.open(out, kind="sweep", spec=spec.raw, spec_path=spec_path, fresh=fresh)
@@ -467,27 +447,3 @@ def run_summaries(keys: Sequence[str], *, workers: int | None = None, backend=No
         if own:
             backend.close()
     return [got[k] for k in keys]
-
-
-def knob_columns(runs: Iterable[Run], knobs: Sequence[str]) -> dict[str, list]:
-    """Knob values as table columns. A column mixing kinds (text and numbers) or holding lists is
-    stored as JSON text so Parquet can type it."""
-    runs = list(runs)
-    cols = {}
-    for k in knobs:
-        vals = [r.knobs.get(k) for r in runs]
-        kinds = {_kind(v) for v in vals if v is not None}
-        if len(kinds) > 1 or "other" in kinds:
-            vals = [None if v is None else json.dumps(v) for v in vals]
-        cols[k] = vals
-    return cols
-
-
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int | float):
-        return "number"
-    if isinstance(v, str):
-        return "text"
-    return "other"

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from .sweep import Run, SweepError, knob_columns
+from .sweep_runs import Run, SweepError, knob_columns
 
 MANIFEST, PARTS, TABLE, CSV = "manifest.json", "parts", "runs.parquet", "runs.csv"
 FORMAT = 1

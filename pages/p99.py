@@ -31,7 +31,7 @@ viewstate.seed(choice_params, choice_defaults)
 ss = st.session_state
 range_params = views.sweep_range(ss["sw_knob"])
 defaults = range_defaults(ss["sw_knob"], ss["sw_cls"])
-viewstate.seed(range_params, defaults)
+viewstate.seed(range_params, defaults, ranges=(("sw_from", "sw_to"),))
 
 with st.container(border=True):
     c1, c2, c3, c4, c5, c6 = st.columns([3, 2, 2, 2, 1.4, 1.4])

@@ -19,7 +19,7 @@ t_end = round(float(max(res.summary["sim_time_s"], 1.0)), 2)
 params = views.timeline_params(classes, t_end, len(req))
 span = inversions.story_span(res)  # open where the story happens; the slider widens it
 defaults = {"tl_show": "story", "tl_cls": list(classes), "tl_from": span[0], "tl_to": span[1], "tl_req": -1}
-viewstate.seed(params, defaults)
+viewstate.seed(params, defaults, ranges=(("tl_from", "tl_to"),))
 ss = st.session_state
 ss["tl_window"] = (ss["tl_from"], ss["tl_to"])
 

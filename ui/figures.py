@@ -44,6 +44,36 @@ def _replica_steps(steps: pd.DataFrame, replica: int) -> pd.DataFrame:
     return steps[steps["replica"] == replica] if "replica" in steps else steps
 
 
+# A chart over time is about 1,200 px wide: more points than that add nothing a person sees, and
+# cost the browser time (the Playground's two charts of ~3,000 steps were half of a first page's
+# chromium CPU).
+MAX_POINTS = 600
+
+
+def thin(steps: pd.DataFrame, cols: list[str], max_points: int = MAX_POINTS, whole_rows: bool = False) -> pd.DataFrame:
+    """At most `max_points` rows of a step frame, for a chart over time: consecutive steps are cut
+    into equal runs, each drawn at its first step's time with the largest value of each column in
+    it, so a peak (a burst of waiting requests) is never lost. `whole_rows`: the run's step with
+    the largest sum of `cols` instead, every column from that one step: a stacked chart then never
+    shows a total no step had (the KV classes' sum stays under the capacity). A short frame is
+    returned as it is."""
+    n = len(steps)
+    if n <= max_points:
+        return steps
+    k = -(-n // max_points)
+    starts = np.arange(0, n, k)
+    values = steps[cols].to_numpy()
+    if whole_rows:
+        run = np.arange(n) // k
+        order = np.lexsort((-values.sum(axis=1), run))  # within each run, the largest total first
+        values = values[order[starts]]
+    else:
+        values = np.maximum.reduceat(values, starts, axis=0)
+    out = pd.DataFrame(values, columns=cols)
+    out.insert(0, "t_s", steps["t_s"].to_numpy(dtype=float)[starts])
+    return out
+
+
 def add_kv_traces(fig: go.Figure, steps: pd.DataFrame, classes: list[str], capacity: int, kv_reserve: int,
                   row: int | None = None, window: tuple[float, float] | None = None) -> None:
     """KV blocks held per class (stacked areas) plus the capacity and top-priority reserve lines."""
@@ -76,6 +106,32 @@ def kv_usage(steps: pd.DataFrame, classes: list[str], capacity: int, kv_reserve:
     fig.update_yaxes(title_text=_("KV blocks"), rangemode="tozero")
     fig.update_xaxes(title_text=_("time (s)"))
     return _style(fig, 360, _("KV cache held, by class"))
+
+
+def over_time(steps: pd.DataFrame, classes: list[str], capacity: int, kv_reserve: int = 0,
+              replica: int = 0) -> go.Figure:
+    """The Playground's chart: KV held by class (stacked, with capacity and reserve lines) above the
+    waiting requests by class, on one time axis. One figure rather than two, each series thinned
+    to `MAX_POINTS` (`thin`): what a first page's browser spends on charts halves."""
+    s = _replica_steps(steps, replica)
+    kv = thin(s, [f"kv_{c}" for c in classes], whole_rows=True)
+    s = thin(s, [f"waiting_{c}" for c in classes])
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=(_("KV cache held, by class"), _("Waiting queue, by class")))
+    add_kv_traces(fig, kv, classes, capacity, kv_reserve, row=1)
+    for name in classes:
+        fig.add_trace(go.Scatter(x=s["t_s"].to_numpy(dtype=float), y=s[f"waiting_{name}"].to_numpy(),
+                                 name=_("{cls} waiting").format(cls=name), mode="lines",
+                                 line=dict(color=class_color(classes, name), width=1.5, shape="hv"),
+                                 hovertemplate=_("{cls}: %{{y}} waiting").format(cls=name) + "<extra></extra>"),
+                      row=2, col=1)
+    fig.update_yaxes(title_text=_("KV blocks"), rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text=_("waiting requests"), rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text=_("time (s)"), row=2, col=1)
+    _style(fig, 640)
+    fig.update_annotations(font=dict(size=15), x=0, xanchor="left")  # the subplot titles, as a figure title
+    fig.update_layout(legend=dict(y=-0.1, traceorder="normal"))
+    return fig
 
 
 def waiting_queue(steps: pd.DataFrame, classes: list[str], replica: int = 0) -> go.Figure:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from engine.shipped_traces import shipped_name
 
 from . import credits
 from .i18n import _
-from .state import Lab
+from .lab import Lab
 from .text import Kpi, plain
 
 # While a rerun runs, Streamlit dims the elements it has not re-sent yet: after 0.5 s they fade to a
@@ -24,8 +26,19 @@ CALM_RERUNS = """<style>
 </style>"""
 
 
+# Every key step on a slider is a rerun in Streamlit (react-aria ends a "drag" per key press): four
+# steps of the token reserve were four runs of the page and its simulation (10.4 s under an eight-
+# session load, 1.4 s quiet). `ui/slider_keys.js` holds the page's rerun request back while such a
+# key is held and sends the last one when it is released: one run per key sequence. Nothing about
+# the slider changes (it moves with each step; Streamlit's own binding keeps the URL in step).
+SLIDER_KEYS = "<script>" + (Path(__file__).with_name("slider_keys.js")).read_text() + "</script>"
+
+
 def calm_reruns() -> None:
+    """The frame's constant helpers for the browser: calmer reruns (CSS), one run per slider key
+    sequence (script). Constant text of ours, never text from a user."""
     st.html(CALM_RERUNS)
+    st.html(SLIDER_KEYS, unsafe_allow_javascript=True)
 
 
 def header(lab: Lab, title: str, subtitle: str) -> None:

@@ -118,8 +118,12 @@ def runnable_subset(codec: Codec, values: dict[str, Any], why_not: Callable[[Sce
         shown=shown, reason=reason)]
 
 
-def check_view(params: list, defaults: dict[str, Any], texts: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """A page's view settings from the link: valid values, and one note per bad one (left out)."""
+def check_view(params: list, defaults: dict[str, Any], texts: dict[str, str],
+               ranges: tuple[tuple[str, str], ...] = ()) -> tuple[dict[str, Any], list[str]]:
+    """A page's view settings from the link: valid values, and one note per bad one (left out).
+
+    `ranges` names (start, end) pairs: a link whose start is not below its end (either value from
+    the link, the other from the link or the default) gets one note and neither value is used."""
     by_short = {p.short: p for p in params}
     values: dict[str, Any] = {}
     notes: list[str] = []
@@ -134,4 +138,16 @@ def check_view(params: list, defaults: dict[str, Any], texts: dict[str, str]) ->
             notes.append(_("{key} = {value} is not valid for {label} ({range}); using {default}").format(
                 key=quoted(key), value=quoted(text), label=_(p.label), range=p.describe_range(),
                 default=_shown(fmt_value(p, defaults[key]))))
+    for lo_key, hi_key in ranges:
+        if lo_key not in values and hi_key not in values:
+            continue
+        lo, hi = values.get(lo_key, defaults[lo_key]), values.get(hi_key, defaults[hi_key])
+        if lo < hi:
+            continue
+        notes.append(_("{lo_key} = {lo} and {hi_key} = {hi}: the start must be below the end; using {lo_default} "
+                       "to {hi_default}").format(
+            lo_key=quoted(lo_key), lo=quoted(fmt_number(lo)), hi_key=quoted(hi_key), hi=quoted(fmt_number(hi)),
+            lo_default=_shown(defaults[lo_key]), hi_default=_shown(defaults[hi_key])))
+        values.pop(lo_key, None)
+        values.pop(hi_key, None)
     return values, notes

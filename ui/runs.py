@@ -26,8 +26,18 @@ from .sweeps import Plan, plan
 from .variants import baseline
 from .worker import WorkerExecutor, WorkerTimeout
 
-WORKERS = max(1, min(4, os.cpu_count() or 1))
-PAGE_WORKERS = max(1, min(2, os.cpu_count() or 1))  # page runs at once; more wait their turn
+
+def _count(env: str, default: int) -> int:
+    """A worker count: `default`, or the environment's (`deploy/serve.py` divides the cores between
+    the Streamlit processes it starts, each of which has its own workers)."""
+    try:
+        return max(1, int(os.environ.get(env, default)))
+    except ValueError:
+        return default
+
+
+WORKERS = _count("INVERSION_LAB_SWEEP_WORKERS", max(1, min(4, os.cpu_count() or 1)))
+PAGE_WORKERS = _count("INVERSION_LAB_PAGE_WORKERS", max(1, min(2, os.cpu_count() or 1)))  # runs at once; more wait
 RUN_TIMEOUT_S = 60.0  # a page run the work limit let through (≈ 5 s of CPU) yet still running is stopped
 
 

@@ -26,7 +26,7 @@ from . import codec as codec_mod
 from . import credits, limits, links, runs, uploads
 from .codec import DEFAULTS_HELP, POLICY_UPSTREAM, Codec, Param
 from .i18n import N_, _
-from .state import PAGES, Lab
+from .lab import PAGES, Lab
 from .text import plain
 from .views import VIEW_KEYS
 
@@ -120,7 +120,8 @@ def _judge_link(page: str, presets: list[str]) -> None:
     if not query:
         return
     verdict = links.check_link(query, presets, preset_codec, VIEW_KEYS.get(page, frozenset()) | {LANG_KEY})
-    values, notes = links.runnable_subset(preset_codec(verdict.preset), verdict.values, limits.why_not)
+    values, notes = links.runnable_subset(preset_codec(verdict.preset), verdict.values, _why_not_run) \
+        if verdict.values else ({}, [])
     drop = verdict.drop | (set(verdict.values) - set(values))
     if verdict.notes or notes:
         ss[LINK_NOTES] = verdict.notes + notes
@@ -132,6 +133,20 @@ def _judge_link(page: str, presets: list[str]) -> None:
             if k not in drop:
                 st.query_params[k] = v
         st.rerun()  # the controls read the cleaned URL
+
+
+def _why_not_run(sc) -> str | None:
+    """Why a link's scenario cannot run: the app's limits, then the run itself (cached, so the page
+    reuses it). A value that makes the engine fail is judged here, before any control is bound to
+    the URL: once a control is bound, Streamlit alone may change its parameter, and a control that
+    went back on the session's first run would leave the failing value in the address bar."""
+    reason = limits.why_not(sc)
+    if reason is None:
+        try:
+            runs.result(sc)
+        except (ScenarioError, TraceError) as err:
+            return str(err)
+    return reason
 
 
 def _widget(box, p: Param, default, disabled: bool = False) -> None:
@@ -233,8 +248,11 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     presets = scenario_names()
     if "_link_checked" not in ss:
         _judge_link(page, presets)
-    if (pending := ss.pop(PENDING_LOAD, None)) is not None:
+    if (pending := ss.pop(PENDING_LOAD, None)) is not None:  # a page following its link (the workshop's lesson)
+        notes = ss.get(LINK_NOTES)
         load_scenario(*pending)
+        if notes:  # ... keeps what was said about that link
+            ss[LINK_NOTES] = notes
     sb = st.sidebar
     sb.selectbox(_("Scenario"), presets, index=presets.index(codec_mod.DEFAULT_PRESET), key=codec_mod.PRESET_KEY,
                  bind="query-params", on_change=_on_preset, help=_("A shipped scenario; the controls start from it."))

@@ -8,8 +8,8 @@ import streamlit as st
 
 from . import runs, sizing
 from .i18n import _
+from .lab import Lab
 from .limits import why_not
-from .state import Lab
 from .text import plain, seconds
 
 STORE = "_sizing"

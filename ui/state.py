@@ -14,96 +14,19 @@ No Streamlit internals are touched (tests/e2e checks the first request of a fres
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
-from typing import Any
+from urllib.parse import urlsplit
 
 import streamlit as st
 
-from engine import Result
-from engine.scenario import Scenario
-
-from .codec import Codec
-from .i18n import N_
-
-ROOT = Path(__file__).resolve().parent.parent
-ICON = ROOT / "ui" / "icon.png"  # served by the app itself: no font CDN at page load
-
-
-@dataclass(frozen=True)
-class PageSpec:
-    file: str
-    title: str
-    icon: str
-    help: str
-    url: str = ""  # "" = the default page, served at /
-
-    @property
-    def path(self) -> str:
-        return self.url or Path(self.file).stem
-
-
-PAGES = (
-    PageSpec("pages/playground.py", N_("Playground"), ":material/science:",
-             N_("Per-class numbers against the same traffic without remedies")),
-    PageSpec("pages/timeline.py", N_("Timeline"), ":material/timeline:",
-             N_("Who waited, why, and who got in ahead"), "timeline"),
-    PageSpec("pages/p99.py", N_("P99 curves"), ":material/show_chart:", N_("Sweep one knob; curves redraw live"),
-             "p99"),
-    PageSpec("pages/compare.py", N_("Compare"), ":material/compare_arrows:",
-             N_("Two or three configurations on the same traffic"), "compare"),
-    PageSpec("pages/workshop.py", N_("Workshop"), ":material/school:",
-             N_("Eleven lessons, presenter mode, a recap and a handout"), "workshop"),
-    PageSpec("pages/memory.py", N_("GPU & memory"), ":material/memory:", N_("Where the HBM goes; what a step costs"),
-             "memory"),
-    PageSpec("pages/sweeps.py", N_("Sweeps"), ":material/scatter_plot:",
-             N_("Explore a sweep or capacity plan made with python -m engine sweep / plan"), "sweeps"),
-)
-
-
-@dataclass
-class Lab:
-    """What every page reads: the scenario in effect, its preset and controls, and link notes."""
-
-    preset: str
-    raw: dict
-    codec: Codec
-    values: dict
-    scenario: Scenario
-    share: dict[str, str]
-    uploaded: bool = False
-    page: str = ""  # the running page's URL path ("" = Playground)
-    entered: bool = True  # first run of this page since another page (or the session) ran
-    notes: list[str] = field(default_factory=list)  # problems with the link's values, named
-    view: dict[str, str] = field(default_factory=dict)  # the page's view settings for the share link
-
-    def note(self, lines: list[str]) -> None:
-        self.notes.extend(lines)
-
-    @cached_property
-    def result(self) -> Result:
-        """The scenario's run (cached across sessions). Fetched on first use, so a page that
-        only sweeps never waits for it."""
-        from . import runs
-
-        return runs.result(self.scenario)
-
-    @property
-    def kv_blocks(self) -> int:
-        """The KV cache size in blocks, without running anything."""
-        from engine.memory import breakdown
-
-        return breakdown(self.scenario).blocks
-
-
-_frame = threading.local()  # the Lab of the run in progress on this script thread
+from . import i18n, sidebar
+from .lab import ICON, PAGES, Lab, active, set_active
+from .layout import calm_reruns
+from .text import quoted
 
 
 def current() -> Lab:
     """The Lab resolved by the frame in this run (every page calls this first)."""
-    lab = getattr(_frame, "lab", None)
+    lab = active()
     if lab is not None:
         return lab
     frame()  # this page file runs on its own (see the module docstring): frame it, then stop here
@@ -113,11 +36,7 @@ def current() -> Lab:
 
 def frame() -> None:
     """app.py: language, navigation, sidebar, the page, then the notes and the share link."""
-    from . import i18n, sidebar
-
     st.set_page_config(page_title="Inversion Lab", page_icon=str(ICON), layout="wide")
-    from .layout import calm_reruns
-
     calm_reruns()
     lang, bad_lang = _language()
     _ = i18n._
@@ -136,20 +55,38 @@ def frame() -> None:
     if lang != i18n.DEFAULT:
         lab.share[sidebar.LANG_KEY] = lang
     if bad_lang is not None:
-        from .text import quoted
-
         lab.note([_("{key} = {value} is not a language of this app (use one of {codes}); using English").format(
             key=quoted(sidebar.LANG_KEY), value=quoted(bad_lang), codes=", ".join(i18n.LANGUAGES))])
     notes_box = st.container()
-    _frame.lab = lab
+    set_active(lab)
     try:
         page.run()
     finally:
-        _frame.lab = None
+        set_active(None)
+    if "_path_checked" not in ss:
+        ss["_path_checked"] = True
+        if path == "" and (asked := _unknown_path()):
+            note = [_("{path} is not a page of this app (use one of {pages}); showing the Playground").format(
+                path=quoted("/" + asked), pages=", ".join("/" + s.url for s in PAGES))]
+            lab.note(note)
+            ss[sidebar.LINK_NOTES] = [*ss.get(sidebar.LINK_NOTES, []), *note]
     sidebar.fill_share(share_box, lab)
     if lab.notes:
         notes_box.warning(_("**Some settings from the link were not used:**") + "\n\n"
                           + "\n".join(f"- {n}" for n in lab.notes), icon=":material/link_off:")
+
+
+def _unknown_path() -> str | None:
+    """The path the session's first request asked for when it names no page of the app (Streamlit
+    then runs the default page and the browser shows `/`), else None."""
+    url = st.context.url
+    if not url:
+        return None
+    base = "/" + (st.get_option("server.baseUrlPath") or "").strip("/")
+    asked = urlsplit(url).path
+    asked = asked[len(base):] if asked.startswith(base) else asked
+    asked = asked.strip("/")
+    return asked if asked and asked not in {s.path for s in PAGES} else None
 
 
 def _language() -> tuple[str, str | None]:
@@ -159,7 +96,6 @@ def _language() -> tuple[str, str | None]:
     link should say `lang=zh`. So the link is read once per session, the URL is kept in step on
     every run (page switches drop unbound parameters), and English leaves no parameter at all.
     Returns (code, the link's unusable value or None)."""
-    from . import i18n
     from .sidebar import LANG_KEY
 
     ss = st.session_state
@@ -180,10 +116,3 @@ def _language() -> tuple[str, str | None]:
     elif LANG_KEY in st.query_params:
         del st.query_params[LANG_KEY]
     return lang, bad
-
-
-def share_view(params: dict[str, Any]) -> None:
-    """A page's view settings (short name → URL text) for the Share link."""
-    lab = getattr(_frame, "lab", None)
-    if lab is not None:
-        lab.view.update(params)

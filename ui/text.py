@@ -15,11 +15,18 @@ from .i18n import N_, _, ngettext
 from .vocab import look
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=\"'])")
+# GFM's autolink literals (remark-gfm, what st.markdown runs in the browser) are found in the text
+# *after* escapes are resolved, so no escape stops `https://…`, `www.…` or `name@host.tld` from
+# becoming a link. An invisible word joiner where the pattern needs two characters to touch does:
+# after a scheme's colon (`https:⁠//`), after `www` (`www⁠.`), after an `@`, after `mailto`/`xmpp`.
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?<=:)(?=/)|(?i:(?<=www)(?=\.))|(?<=@)|(?i:(?<=mailto)|(?<=xmpp))(?=:)")
 
 
 def plain(text: str) -> str:
-    """User text made inert for st.markdown (every markdown/HTML character escaped)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
+    """User text made inert for st.markdown: every Markdown/HTML character escaped, and every
+    place GFM would start an autolink literal broken by a word joiner (`WORD_JOINER`)."""
+    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))
 
 
 def quoted(text: str, limit: int = 80) -> str:

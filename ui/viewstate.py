@@ -13,9 +13,11 @@ from typing import Any
 
 import streamlit as st
 
+from . import lab as labs
 from . import state
 from .codec import Param, fmt_value, parse
 from .links import check_view
+from .sidebar import LINK_NOTES
 
 STORE = "_views"
 DEFAULTS = "_view_defaults"  # the defaults of the last run, per page
@@ -36,19 +38,20 @@ def valid(p: Param, v: Any) -> bool:
         return False
 
 
-def seed(params: list[Param], defaults: dict[str, Any]) -> None:
-    """Before the page's widgets render: give each of them its value."""
+def seed(params: list[Param], defaults: dict[str, Any], ranges: tuple[tuple[str, str], ...] = ()) -> None:
+    """Before the page's widgets render: give each of them its value (`ranges`: (start, end)
+    pairs whose start must be below the end, `ui.links.check_view`)."""
     ss = st.session_state
     lab = state.current()
     stored = _stored()
     linked: set[str] = set()
     if lab.entered:
         texts = {p.short: st.query_params.get_all(p.short)[-1] for p in params if p.short in st.query_params}
-        values, notes = check_view(params, defaults, texts)
+        values, notes = check_view(params, defaults, texts, ranges)
         for k in texts:
             if k not in values:
                 del st.query_params[k]
-        lab.note(notes)
+        note(lab, notes)
         linked = set(values)
         for p in params:
             ss[p.short] = values.get(p.short, stored.get(p.short, defaults[p.short]))
@@ -59,6 +62,15 @@ def seed(params: list[Param], defaults: dict[str, Any]) -> None:
             v = defaults[p.short]  # never changed by hand: follow the default (it moves with the scenario)
         ss[p.short] = v if valid(p, v) else defaults[p.short]
         before[p.short] = defaults[p.short]
+
+
+def note(lab, notes: list[str]) -> None:
+    """Notes about the link's view settings: on this run's page and, like the sidebar's link notes,
+    on the reruns that follow until a control changes (a page that reruns at once, as the
+    workshop does to load a lesson's scenario, keeps them)."""
+    if notes:
+        lab.note(notes)
+        st.session_state[LINK_NOTES] = [*st.session_state.get(LINK_NOTES, []), *notes]
 
 
 def publish(params: list[Param], defaults: dict[str, Any]) -> dict[str, str]:
@@ -75,5 +87,5 @@ def publish(params: list[Param], defaults: dict[str, Any]) -> dict[str, str]:
                 st.query_params[p.short] = out[p.short]
         elif p.short in st.query_params:
             del st.query_params[p.short]
-    state.share_view(out)
+    labs.share_view(out)
     return out

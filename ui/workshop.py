@@ -17,9 +17,9 @@ from engine.scenario import load_shipped
 from . import handout, lesson_charts, lessons, recap, runs, views, viewstate
 from .fig_workshop import remedies_bars
 from .i18n import _, language
+from .lab import Lab
 from .layout import header
 from .sidebar import PENDING_LOAD, load_scenario, share_url
-from .state import Lab
 from .text import plain
 
 RECAP = "recap"

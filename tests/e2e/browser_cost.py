@@ -1,7 +1,12 @@
-"""Browser CPU of the two things the app does to stay light on a shared machine (README: Speed).
+"""Browser CPU of a first page, and of the two things the app does to stay light on a shared
+machine (README: Speed).
 
-    python tests/e2e/browser_cost.py
+    python tests/e2e/browser_cost.py [--first-only] [--tries 3]
 
+0. A first page: chromium's CPU from opening a page in a fresh browser context (no cache: what a
+   participant's browser spends when the workshop link opens) until the app is idle and its
+   charts are drawn, for the Playground and the Timeline (the server has run them once before,
+   so the figure is the browser's, not the simulation's).
 1. A rerun longer than Streamlit's 0.5 s: the CPU chromium spends on one of about 2.5 s (the
    memory page, `dur=3000`), with the app's one-step dimming (`ui/layout.py::CALM_RERUNS`) and with
    Streamlit's own 1 s fade put back by a style injected into the page.
@@ -57,6 +62,23 @@ async def slow_rerun(browser, url: str, usage: CpuUsage, fade: bool, dur: int) -
     return out
 
 
+async def first_page(browser, url: str, usage: CpuUsage, path: str) -> tuple[float, float]:
+    """(chromium CPU-s, wall s) of opening `path` in a fresh context until idle, charts drawn."""
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await ctx.new_page()
+    await page.goto("about:blank")
+    await asyncio.sleep(0.5)
+    c0, t0 = chromium_s(usage), time.monotonic()
+    await page.goto(url + path)
+    await wait_idle(page, 120_000)
+    await page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0",
+                                 timeout=60_000, polling=100)
+    await asyncio.sleep(1.0)  # whatever the page still lays out or animates after idle counts too
+    out = chromium_s(usage) - c0, time.monotonic() - t0
+    await ctx.close()
+    return out
+
+
 async def polling(browser, url: str, usage: CpuUsage) -> float:
     """Chromium CPU-s over 10 s of a page whose long sweep is still computing."""
     page = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
@@ -70,13 +92,22 @@ async def polling(browser, url: str, usage: CpuUsage) -> float:
     return out
 
 
-async def main() -> None:
+async def main(first_only: bool = False, tries: int = 3) -> None:
     from playwright.async_api import async_playwright
 
     usage = CpuUsage()
     with streamlit_server() as url:
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            for path in ("/", "/timeline"):
+                await first_page(browser, url, usage, path)  # the server runs the scenario once
+                got = [await first_page(browser, url, usage, path) for _ in range(tries)]
+                print(f"first page {path}: chromium {statistics.median(c for c, _ in got):.2f} CPU-s "
+                      f"(min {min(c for c, _ in got):.2f}, max {max(c for c, _ in got):.2f}; wall "
+                      f"{statistics.median(w for _, w in got):.2f} s; median of {tries})", flush=True)
+            if first_only:
+                await browser.close()
+                return
             dur = 3000
             for fade, label in ((False, "dimmed in one step (the app)"), (True, "Streamlit's 1 s fade put back")):
                 tries = []
@@ -91,4 +122,10 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--first-only", action="store_true", help="only the first-page figures")
+    ap.add_argument("--tries", type=int, default=3)
+    a = ap.parse_args()
+    asyncio.run(main(a.first_only, a.tries))

@@ -55,16 +55,22 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
+def server_log(url: str) -> Path:
+    """The log (stdout and stderr) of the server `streamlit_server` started at `url`."""
+    return Path(tempfile.gettempdir()) / f"inversion_lab_e2e_{url.rsplit(':', 1)[1]}.log"
+
+
 @contextmanager
-def streamlit_server():
-    """`streamlit run app.py` on a free localhost port; stopped by its PID afterwards."""
+def streamlit_server(env: dict[str, str] | None = None):
+    """`streamlit run app.py` on a free localhost port (`env`: more environment variables); stopped
+    by its PID afterwards."""
     port = _free_port()
-    log = open(Path(tempfile.gettempdir()) / f"inversion_lab_e2e_{port}.log", "w")
+    log = open(server_log(f"http://127.0.0.1:{port}"), "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
          "--browser.gatherUsageStats", "false", "--global.developmentMode", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
     )
     try:
         _wait_healthy(port, proc)

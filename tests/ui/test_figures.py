@@ -84,3 +84,42 @@ def test_every_chart_module_draws_on_the_white_template(res):
               figures.ttft_cdf({"run": res.requests}, res.class_names)]
     for fig in charts:
         assert fig.layout.template.layout.plot_bgcolor == white == "white"
+
+
+def test_thin_keeps_every_peak_and_at_most_max_points():
+    import pandas as pd
+
+    n = 3003
+    t = np.arange(n) * 0.01
+    kv = np.zeros(n, dtype=int)
+    kv[1234] = 99  # a one-step spike
+    frame = pd.DataFrame({"t_s": t, "kv_a": kv, "waiting_a": np.arange(n) % 7})
+    out = figures.thin(frame, ["kv_a", "waiting_a"], max_points=600)
+    assert len(out) <= 600 and out["t_s"].iloc[0] == 0.0
+    assert out["kv_a"].max() == 99 and out["waiting_a"].max() == 6  # no peak lost
+    assert out["t_s"].is_monotonic_increasing
+    short = frame.head(100)
+    assert figures.thin(short, ["kv_a"]) is short  # short frames are drawn as they are
+
+
+def test_over_time_is_one_figure_with_kv_above_the_queue(res):
+    fig = figures.over_time(res.steps, res.class_names, 64, kv_reserve=8)
+    kv = [t for t in fig.data if t.stackgroup == "kv"]
+    assert [t.name for t in kv] == ["hi KV", "lo KV"] and {t.yaxis for t in kv} == {"y"}
+    queue = [t for t in fig.data if t.name in ("hi waiting", "lo waiting")]
+    assert len(queue) == 2 and {t.yaxis for t in queue} == {"y2"}
+    assert np.array_equal(np.asarray(queue[1].y), res.steps["waiting_lo"].to_numpy())  # short run: every step
+    assert list(by_name(fig, "hi KV reserve")[0].y) == [56, 56]
+
+
+def test_thin_whole_rows_never_stacks_above_any_real_step():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    a = rng.integers(0, 100, n)
+    frame = pd.DataFrame({"t_s": np.arange(n) * 0.1, "kv_a": a, "kv_b": 100 - a})  # every step holds 100
+    out = figures.thin(frame, ["kv_a", "kv_b"], max_points=500, whole_rows=True)
+    assert len(out) <= 500 and ((out["kv_a"] + out["kv_b"]) == 100).all()  # each point is one real step
+    per_column = figures.thin(frame, ["kv_a", "kv_b"], max_points=500)
+    assert ((per_column["kv_a"] + per_column["kv_b"]) > 100).any()  # the per-column maximum: not so

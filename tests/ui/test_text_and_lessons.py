@@ -4,6 +4,7 @@ import pytest
 
 from engine import load, simulate
 from engine.scenario import load_raw
+from tests.live_links import live_links
 from ui import codec, lessons, text
 from ui.variants import baseline, has_remedies, remedies
 
@@ -12,6 +13,24 @@ def test_plain_escapes_markdown_and_html():
     s = text.plain("[click](http://x) <b>hi</b> **bold** `code`")
     for ch in "[]()<>*`":
         assert f"\\{ch}" in s
+
+
+HOSTILE_TEXT = ["https://evil.example/login=1", "see http://evil.example", "HTTPS://EVIL.EXAMPLE/x",
+                "www.evil.example/a", "ceo@evil.example", "mailto:ceo@evil.example", "xmpp:ceo@evil.example", "[x](https://evil.example)",
+                "<https://evil.example>", "<a href='https://evil.example'>x</a>", "![i](https://evil.example/i.png)",
+                "policy=https://evil.example/x", "a https%3A//evil.example b"]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_TEXT)
+def test_plain_text_never_becomes_a_live_link(hostile):
+    """Escaping alone leaves GFM's autolink literals live (the checker finds them in the escaped
+    text, as remark-gfm does in the browser); the word joiners stop them."""
+    escaped_only = text._MD_SPECIAL.sub(r"\\\1", hostile)
+    if "%3A" not in hostile:
+        assert live_links(escaped_only), escaped_only
+    assert live_links(text.plain(hostile)) == []
+    assert live_links(text.quoted(hostile)) == []
+    assert text.plain(hostile).replace(text.WORD_JOINER, "").replace("\\", "") == hostile.replace("\\", "")
 
 
 @pytest.mark.parametrize("x, want", [(0.1534, "0.153 s"), (1.6801, "1.68 s"), (15.91, "15.9 s"), (124.2, "124 s"),

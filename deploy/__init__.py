@@ -1,0 +1,1 @@
+"""Running the app for a room: several Streamlit processes behind nginx (`python3 tasks.py serve`)."""
