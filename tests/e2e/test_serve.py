@@ -102,7 +102,9 @@ def test_browsers_spread_over_processes_and_each_sticks_to_its_own(browser, room
                                                                                      f"name: room-{cookie}"))
         page.get_by_test_id("stSidebar").get_by_text("Import and export").click()
         page.locator(".st-key-_up_yaml input[type=file]").set_input_files(str(upload))
-        expect(page.get_by_test_id("stSidebar").get_by_text(f"room-{cookie}")).to_have_count(1, timeout=60_000)
+        # the server took it (the uploader lists the file's name as soon as it is picked, before its PUT)
+        expect(page.get_by_test_id("stSidebar").get_by_text(f"Using the uploaded scenario room-{cookie}")) \
+            .to_have_count(1, timeout=60_000)
         expect(page.get_by_test_id("stException")).to_have_count(0)
     for *_, ctx, _, _ in sessions:
         ctx.close()  # nginx logs a WebSocket when it closes
