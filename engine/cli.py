@@ -1,4 +1,5 @@
-"""Command line: `python -m engine run|list|validate|bench|sweep|plan` (sweep and plan: engine.sweep_cli).
+"""Command line: `python -m engine run|list|validate|bench|sweep|plan|capacity` (sweep and plan:
+engine.sweep_cli; capacity: engine.capacity_cli).
 
 Errors in scenarios, overrides or traces print one line to stderr and exit with code 2; so does a
 scenario whose estimated work is over the default cap (`--no-work-limit` lifts it). Anything else
@@ -14,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from .capacity_cli import COMMANDS as CAPACITY_COMMANDS
+from .capacity_cli import add_parser as add_capacity_parser
 from .limits import BATCH, Stop, WorkLimitError
 from .literal import clip
 from .metrics import clean
@@ -58,13 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="print wall time, steps/s and requests/s")
     bench.add_argument("--quick", action="store_true", help="skip the 100k-request run")
     add_sweep_parsers(sub)
+    add_capacity_parser(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS}
+        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS,
+                    **CAPACITY_COMMANDS}
         return commands[args.cmd](args)
     except WorkLimitError as err:
         return _fail(f"{err}{NO_LIMIT_HINT}", 2)
