@@ -332,11 +332,11 @@ def format_plan(o: PlanOutcome, spec: Spec) -> str:
         ans = f"{s.answer} replica(s) = {s.answer * s.tp} GPU(s)" if s.answer else f"none up to {s.high} replicas"
         lines.append(f"  TP {s.tp}, {what}: {ans}  (tested {dict(sorted(s.tested.items()))})")
     front = o.points[o.points["frontier"]].sort_values(["gpus", "top_ttft_p99"]) if len(o.points) else o.points
-    lines.append(f"frontier (GPUs, {o.top} P99 TTFT worst seed, throughput mean, meets SLOs, settings):")
+    lines.append(f"frontier (GPUs, {o.top} P99 TTFT worst seed, served output tok/s mean, meets SLOs, settings):")
     for _, p in front.iterrows():
         setting = ", ".join(f"{k}={p[k]}" for k in knobs if k in p.index)
         lat = "-" if pd.isna(p["top_ttft_p99"]) else f"{p['top_ttft_p99']:.3f} s"
-        lines.append(f"  {int(p['gpus']):>3}  {lat:>9}  {p['throughput_tok_s']:>9.0f} tok/s  "
+        lines.append(f"  {int(p['gpus']):>3}  {lat:>9}  {p['throughput_tok_s']:>9.0f} tok/s served  "
                      f"{'yes' if p['feasible'] else 'no ':>3}  {setting}")
     if o.cheapest is None:
         lines.append("no plan: no tested setting meets every SLO; widen plan.replicas or the remedies")
@@ -344,7 +344,8 @@ def format_plan(o: PlanOutcome, spec: Spec) -> str:
         c = o.cheapest
         setting = ", ".join(f"{k}={c[k]}" for k in knobs if k in c)
         lines.append(f"cheapest: {c['gpus']} GPU(s): {setting}")
-        lines.append(f"  {o.top} P99 TTFT {c['top_ttft_p99']:.3f} s (worst seed), {c['throughput_tok_s']:.0f} tok/s; "
+        lines.append(f"  {o.top} P99 TTFT {c['top_ttft_p99']:.3f} s (worst seed), {c['throughput_tok_s']:.0f} tok/s "
+                     "served; "
                      f"runs {' '.join(c['runs'])}")
     if o.status != "complete":
         lines.append("interrupted: the search is incomplete; rerun the same command to resume")
