@@ -25,8 +25,9 @@ the GPU can still carry. Three figures answer that (DESIGN §6):
   duration_s and these runs drain for only 1 s: what is left is not needed.
 - **GPUs for the offered load**: when the capacity is below 1, the replica count (shared,
   least-loaded routing) that carries the offered load itself within the SLOs: ceil(replicas / s)
-  first, checked by runs of every seed with the same predicate, then one more or one fewer until
-  the boundary is found — the `engine plan` question, started from the capacity's answer.
+  first, checked by runs of every seed with the same predicate, then bisection to the boundary
+  (doubling first if the guess failed) — `engine plan`'s question and search, started from the
+  capacity's answer.
   Pinned replica lists cannot grow (as in `engine plan`): there it is not searched.
 
 A remedy's **cost** is the capacity per GPU it loses (%) against the configuration without it.
@@ -173,7 +174,9 @@ class ScaleSearch:
 
 @dataclass
 class ReplicaSearch:
-    """The fewest replicas that carry the offered load within the SLOs, from ceil(base / s)."""
+    """The fewest replicas that carry the offered load within the SLOs: ceil(base / s) first (the
+    capacity's guess), then bisection between the largest count known to fail (at least `base`,
+    which did) and the smallest known to pass — doubling first if the guess failed."""
 
     base: int  # the configuration's replica count (it failed at the offered load)
     start: int
@@ -183,12 +186,13 @@ class ReplicaSearch:
         if not self.tested:
             return [max(self.base + 1, min(self.start, MAX_REPLICAS))]
         passing = [r for r, ok in self.tested.items() if ok]
-        if passing:
-            best = min(passing)
-            below = best - 1
-            return [] if below <= self.base or below in self.tested else [below]
-        worst = max(self.tested)
-        return [worst + 1] if worst < MAX_REPLICAS else []
+        failing = [self.base, *(r for r, ok in self.tested.items() if not ok)]
+        if not passing:
+            worst = max(failing)
+            return [min(2 * worst, MAX_REPLICAS)] if worst < MAX_REPLICAS else []
+        best = min(passing)
+        below = max(r for r in failing if r < best)
+        return [] if best - below <= 1 else [(below + best) // 2]
 
     @property
     def answer(self) -> int | None:
