@@ -144,9 +144,11 @@ def format_report(rep: dict) -> str:
 
 def format_table(rep: dict) -> str:
     lines = [f"capacity = largest scale of the offered load (every rate × s) at which every class with an SLO "
-             "meets it in every seed; change = capacity per GPU against the row named (negative: the remedy's "
-             f"cost); {rep['runs']} runs ({rep['reused']} reused)"]
-    head = ["configuration", "GPUs", "capacity", "bracket", "runs", "change", "against", "GPUs @1×",
+             "meets it in every seed; top n = the top class's requests behind its P99 there (fewest in a seed; "
+             "under 100 it is about their maximum); change = capacity per GPU against the row named (negative: "
+             f"the remedy's cost); GPUs @1× = GPUs that carry the offered load within the SLOs; saturated = at "
+             f"2× the load or more, the queue never empty; {rep['runs']} runs ({rep['reused']} reused)"]
+    head = ["configuration", "GPUs", "capacity", "bracket", "top n", "runs", "change", "against", "GPUs @1×",
             "saturated out / processed tok/s", "first to fail above"]
     for sname, r in rep["blocks"].items():
         seeds = r["seeds"]
@@ -160,14 +162,16 @@ def format_table(rep: dict) -> str:
             sat = "-" if s["output_tok_s"]["value"] is None else \
                 f"{s['output_tok_s']['value']:,.0f} / {s['processed_tok_s']['value']:,.0f}" + \
                 ("" if s["saturated"] else " (not saturated)")
+            n = f["top_class_requests_per_seed"]
             rows.append([label, str(f["gpus"]), _answer(f),
-                         f"{_scale(f['bracket'][0])}–{_scale(f['bracket'][1])}", str(f["runs"]),
+                         f"{_scale(f['bracket'][0])}–{_scale(f['bracket'][1])}", str(min(n)) if n else "-",
+                         str(f["runs"]),
                          "-" if f["change_pct"] is None else f"{f['change_pct']:+.0f} %", against,
                          "-" if f["gpus_for_offered_load"] is None else str(f["gpus_for_offered_load"]), sat,
                          (f["fails_at_bracket_top"] or "-")[:60]])
         width = [max(len(x[i]) for x in rows) for i in range(len(head))]
         for x in rows:
-            lines.append("  ".join(v.ljust(w) if i in (0, 6, 9) else v.rjust(w)
+            lines.append("  ".join(v.ljust(w) if i in (0, 7, 10) else v.rjust(w)
                                    for i, (v, w) in enumerate(zip(x, width))).rstrip())
     return "\n".join(lines)
 

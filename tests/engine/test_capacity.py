@@ -205,3 +205,28 @@ def test_bad_capacity_arguments_are_one_error_line(args, must, tmp_path):
     proc = cli("capacity", *args, "--out", str(tmp_path / "o"))
     assert proc.returncode == 2, proc.stdout
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error:") and must in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's claim: a strict token reserve costs capacity only where a step with fewer tokens
+# is not shorter. CAPACITY_SEEDS=5 runs the README's five seeds (the suite: two).
+
+
+@pytest.mark.slow
+def test_the_token_reserve_is_free_on_compute_bound_steps_and_costs_on_fixed_ones():
+    import os
+
+    seeds = int(os.environ.get("CAPACITY_SEEDS", "2"))
+    found = {}
+    for g in cap.TABLE[3:]:
+        configs = cap.group_configs(g)
+        o = cap.search(configs, [3 + k for k in range(seeds)])
+        found[g.title] = {f["label"].split(": ", 1)[1]: f for f in cap.report(o)["configurations"]}
+    roofline, fixed = found["budget-bound, P0 SLO 2 s"], found["budget-bound, P0 SLO 2 s, fixed 0.25 s steps"]
+    for block in (roofline, fixed):  # P1's 20 s SLO sets the capacity in every row (P0's 2 s is met)
+        assert all(f["fails_at_bracket_top"].startswith("P1:") for f in block.values())
+    assert abs(roofline["token reserve 2048 strict"]["change_pct"]) <= 3  # a 25 % shorter step: nothing lost
+    assert fixed["token reserve 2048 strict"]["change_pct"] <= -15  # the step costs the same: ~ the 25 % idled
+    assert abs(fixed["token reserve 2048 lendable"]["change_pct"]) <= 3  # lent out when P0 does not need it
+    sat = {k: f["saturated"]["processed_tok_s"]["value"] for k, f in fixed.items()}
+    assert sat["token reserve 2048 strict"] < 0.95 * sat["as shipped (priority)"]
