@@ -128,7 +128,8 @@ def format_report(rep: dict) -> str:
                      f"{', '.join(f'{s}{chr(10003) if ok else chr(10007)}' for s, ok in f['tested'].items())}; "
                      f"{f['runs']} runs)")
         if f["fails_at_bracket_top"]:
-            lines.append(f"    above it: {f['fails_at_bracket_top']}")
+            where = "at 1/8×, the least load tried" if f["below_min"] else f"at {_scale(f['bracket'][1])}"
+            lines.append(f"    {where}: {f['fails_at_bracket_top']}")
         if f["top_class_requests_per_seed"]:
             n = f["top_class_requests_per_seed"]
             lines.append(f"    {f['top_class']}'s P99 at the capacity rests on {min(n)}–{max(n)} requests a seed"
@@ -149,7 +150,7 @@ def format_table(rep: dict) -> str:
              f"the remedy's cost); GPUs @1× = GPUs that carry the offered load within the SLOs; saturated = at "
              f"2× the load or more, the queue never empty; {rep['runs']} runs ({rep['reused']} reused)"]
     head = ["configuration", "GPUs", "capacity", "bracket", "top n", "runs", "change", "against", "GPUs @1×",
-            "saturated out / processed tok/s", "first to fail above"]
+            "saturated out / processed tok/s", "what fails at the bracket's top"]
     for sname, r in rep["blocks"].items():
         seeds = r["seeds"]
         lines.append("")
