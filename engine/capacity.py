@@ -32,7 +32,7 @@ the GPU can still carry. Three figures answer that (DESIGN §6):
 
 A remedy's **cost** is the capacity per GPU it loses (%) against the configuration without it.
 
-Runs go through the sweep runner (`engine.sweep.execute`: local processes or Ray, batched) into
+Runs go through the sweep runner (`engine.sweep.execute`, batched; the CLI uses local processes) into
 a resumable output directory (`engine.sweep_store`: parts keyed by run id), so a rerun reuses
 every run already made and a search interrupted half-way resumes. `python -m engine capacity`
 (`engine.capacity_cli`) prints it; `--table` does it for default, classic-inversion and
