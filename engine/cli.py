@@ -1,4 +1,5 @@
-"""Command line: `python -m engine run|list|validate|bench|sweep|plan` (sweep and plan: engine.sweep_cli).
+"""Command line: `python -m engine run|list|validate|bench|sweep|plan|capacity` (sweep and plan:
+engine.sweep_cli; capacity: engine.capacity_cli).
 
 Errors in scenarios, overrides or traces print one line to stderr and exit with code 2; so does a
 scenario whose estimated work is over the default cap (`--no-work-limit` lifts it). Anything else
@@ -14,16 +15,19 @@ import os
 import sys
 from pathlib import Path
 
+from .capacity_cli import COMMANDS as CAPACITY_COMMANDS
+from .capacity_cli import add_parser as add_capacity_parser
 from .limits import BATCH, Stop, WorkLimitError
 from .literal import clip
 from .metrics import clean
 from .preflight import preflight
-from .scenario import ScenarioError, bench_names, load, parse_assignment, scenario_names
+from .scenario import ScenarioError, bench_names, load, load_with_sets, scenario_names
 from .sweep_cli import COMMANDS as SWEEP_COMMANDS
 from .sweep_cli import add_parsers as add_sweep_parsers
 from .traces import TraceError
 
 NO_LIMIT_HINT = " (--no-work-limit runs it anyway)"
+MAX_SEEDS = 100
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                      help="override a dotted key, e.g. scheduler.policy=backfill (repeatable)")
     run.add_argument("--seed", type=int, help="shorthand for --set seed=N")
+    run.add_argument("--seeds", type=int, default=1, metavar="N",
+                     help="run the seed and the next N-1; report each figure as the value over all seeds "
+                          "(percentiles pooled over their requests) with the seeds' min-max and the requests "
+                          "behind it")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--out", type=Path, help="write requests/steps/waits/holders/admissions/episodes/alerts CSVs here")
     sub.add_parser("list", help="list the shipped scenarios")
@@ -53,13 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="print wall time, steps/s and requests/s")
     bench.add_argument("--quick", action="store_true", help="skip the 100k-request run")
     add_sweep_parsers(sub)
+    add_capacity_parser(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS}
+        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS,
+                    **CAPACITY_COMMANDS}
         return commands[args.cmd](args)
     except WorkLimitError as err:
         return _fail(f"{err}{NO_LIMIT_HINT}", 2)
@@ -79,28 +89,31 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def scenario_from_args(name: str, sets: list[str], seed: int | None, allow: list[Path] = ()):
-    overrides = dict(parse_assignment(s) for s in sets)
-    if seed is not None:
-        overrides["seed"] = seed
-    return load(name, overrides, allow_dirs=tuple(allow))
-
-
 def _run(args) -> int:
+    from .evidence import RunSamples, default_seeds, over_seeds, report
     from .simulation import simulate
 
-    sc = scenario_from_args(args.scenario, args.sets, args.seed, args.allow)
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise ScenarioError(f"--seeds {args.seeds}: expected 1..{MAX_SEEDS}")
+    if args.seeds > 1 and args.out:
+        raise ScenarioError("--out writes one run's frames: use it without --seeds (or with --seeds 1)")
+    sc = load_with_sets(args.scenario, args.sets, args.seed, args.allow)
     work = preflight(sc, None if args.no_work_limit else BATCH)
+    stop = None if args.no_work_limit else Stop(seconds=BATCH.seconds, key=work.key_steps)
+    if args.seeds > 1:
+        rep = report(over_seeds(sc, default_seeds(sc.seed, args.seeds), stop=stop))
+        print(json.dumps(clean(rep)) if args.json else format_seeds(rep))
+        return 0
     if args.out:
         _writable(args.out, lambda: args.out.mkdir(parents=True, exist_ok=True))  # before a long run, not after
-    res = simulate(sc, stop=None if args.no_work_limit else Stop(seconds=BATCH.seconds, key=work.key_steps))
+    res = simulate(sc, stop=stop)
     if args.out:
         for name in ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts"):
             _writable(args.out, lambda name=name: getattr(res, name).to_csv(args.out / f"{name}.csv", index=False))
     if args.json:
         print(json.dumps(clean(res.summary)))
     else:
-        print(format_summary(res.summary))
+        print(format_summary(res.summary, few=few_marks(RunSamples.of(res))))
     return 0
 
 
@@ -111,14 +124,27 @@ def _writable(folder: Path, write) -> None:
         raise ScenarioError(f"--out {clip(folder)}: cannot write ({err.strerror or type(err).__name__})") from None
 
 
-def format_summary(s: dict) -> str:
-    def f(x, unit="s"):
-        return "-" if x is None else f"{x:.3f}{unit}"
+FEW_NOTE = ("† a percentile of fewer than 100 requests (in some seed): a P99 of 40 requests is about their "
+            "maximum")
+SERVED_NOTE = "served = output tokens / run length: the offered load when everything finishes, not capacity"
+
+
+def few_marks(run) -> set[tuple[str, str]]:
+    """(class, metric) pairs of a run whose percentiles rest on fewer than FEW requests."""
+    from .evidence import FEW
+
+    return {(name, m) for name, c in run.classes.items() for m, v in c.values.items() if len(v) < FEW}
+
+
+def format_summary(s: dict, few: set[tuple[str, str]] = frozenset()) -> str:
+    """The one-run table; `few` marks (class, metric) percentiles of fewer than 100 requests with †."""
+    def f(x, unit="s", mark=False):
+        return "-" if x is None else f"{x:.3f}{unit}" + ("†" if mark else "")
 
     lines = [
         f"{clip(s['scenario'], 200)} (seed {s['seed']}): {s['steps']} steps, {s['sim_time_s']:.1f} s simulated "
         f"in {s['wall_time_s']:.2f} s; KV {s['kv_blocks']} blocks, mean use {s['kv_util_mean']:.0%}; "
-        f"{s['throughput_tok_s']:.0f} output tok/s; batch fill {s['batch_fill']:.0%}; "
+        f"served {s['throughput_tok_s']:.0f} output tok/s; batch fill {s['batch_fill']:.0%}; "
         f"{s['preemptions']} preemptions; {s['rejected']} rejected",
         f"{'class':<12}{'prio':>5}{'n':>7}{'done':>7}{'TTFT p50':>11}{'TTFT p99':>11}{'TPOT p99':>11}"
         f"{'blocked':>10}{'inversion':>11}{'SLO':>7}",
@@ -128,14 +154,52 @@ def format_summary(s: dict) -> str:
         lines[-1] += f"{'gateway p99':>13}"
     for name, c in s["classes"].items():
         slo = "-" if c["slo_attainment"] is None else f"{c['slo_attainment']:.0%}"
+        ttft, tpot = (name, "ttft_s") in few, (name, "tpot_s") in few
         lines.append(
-            f"{name:<12}{c['priority']:>5}{c['n']:>7}{c['completed']:>7}{f(c['ttft_p50']):>11}"
-            f"{f(c['ttft_p99']):>11}{f(c['tpot_p99']):>11}{c['blocked_s']:>9.1f}s{c['inversion_s']:>10.2f}s{slo:>7}"
+            f"{name:<12}{c['priority']:>5}{c['n']:>7}{c['completed']:>7}{f(c['ttft_p50'], mark=ttft):>11}"
+            f"{f(c['ttft_p99'], mark=ttft):>11}{f(c['tpot_p99'], mark=tpot):>11}{c['blocked_s']:>9.1f}s"
+            f"{c['inversion_s']:>10.2f}s{slo:>7}"
             + (f"{f(c['gateway_queue_p99']):>13}" if gateway else "")
         )
+    lines.append(SERVED_NOTE)
+    if few:
+        lines.append(FEW_NOTE)
     if gateway:
         lines.append(f"gateway: {s['shed']} shed; {s['gateway_inversions']} dispatches past a more important "
                      "waiting request (blocked and inversion above: inside the engines)")
+    return "\n".join(lines)
+
+
+def format_seeds(rep: dict) -> str:
+    """The `--seeds N` table: each figure as value [lo–hi] over the seeds (engine.evidence.report)."""
+    def est(e: dict | None, fmt: str = "{:.3f}", unit: str = " s") -> str:
+        if e is None or e["value"] is None:
+            return "-"
+        rng = "" if e["lo"] is None else f" [{fmt.format(e['lo'])}–{fmt.format(e['hi'])}]"
+        return f"{fmt.format(e['value'])}{unit}{rng}" + ("†" if e.get("few") else "")
+
+    seeds = rep["seeds"]
+    pct = "{:.0%}"
+    lines = [
+        f"{clip(rep['scenario'], 200)}, seeds {seeds[0]}–{seeds[-1]} ({len(seeds)} runs): value = over all seeds "
+        "(percentiles pooled over their requests, SLO met = Σ within / Σ n, run figures the mean), "
+        "[min–max] of the seeds' own values",
+        f"served {est(rep['served_tok_s'], '{:.0f}', ' output tok/s')}; batch fill {est(rep['batch_fill'], pct, '')}; "
+        f"KV use {est(rep['kv_util_mean'], pct, '')}; preemptions {est(rep['preemptions'], '{:.0f}', '')}; "
+        f"rejected {rep['rejected']['total']}, unfinished {rep['unfinished']['total']} in all",
+    ]
+    head = ["class", "prio", "n (fewest)", "TTFT p50", "TTFT p99", "TPOT p99", "SLO met", "inversion/run"]
+    rows = [head]
+    for name, c in rep["classes"].items():
+        rows.append([clip(name, 40), str(c["priority"]), f"{c['n']['total']} ({min(c['n']['per_seed'])})",
+                     est(c["ttft_p50"]), est(c["ttft_p99"]), est(c["tpot_p99"]),
+                     est(c["slo_attainment"], pct, ""), est(c["inversion_s"], "{:.2f}")])
+    width = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for r in rows:
+        lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, width))))
+    lines.append(SERVED_NOTE)
+    if any(c[k] and c[k].get("few") for c in rep["classes"].values() for k in ("ttft_p50", "ttft_p99", "tpot_p99")):
+        lines.append(FEW_NOTE)
     return "\n".join(lines)
 
 

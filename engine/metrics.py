@@ -99,22 +99,28 @@ class ClassColumns:
         return sum(1 for why in self.reason.iloc[rejected].tolist() if str(why).startswith(SHED_PREFIXES))
 
 
+def within_slo(slo, finished: np.ndarray, ttft: np.ndarray, tpot: np.ndarray) -> np.ndarray | None:
+    """Per request: did it meet its class's SLO? Finished, TTFT ≤ slo.ttft_s and TPOT ≤ slo.tpot_s
+    (those set; a request without a TPOT cannot miss it). None when the class has no SLO. The one
+    definition behind `slo_attainment` and the evidence module's pooled attainment."""
+    if slo.ttft_s is None and slo.tpot_s is None:
+        return None
+    ok = finished.copy()
+    if slo.ttft_s is not None:
+        ok &= ttft <= slo.ttft_s
+    if slo.tpot_s is not None:
+        ok &= ~(tpot > slo.tpot_s)
+    return ok
+
+
 def class_summary(sc: Scenario, cols: ClassColumns, name: str) -> dict:
     spec = sc.request_class(name)
     m = cols.rows(name)
     c = {k: v[m] for k, v in cols.cols.items()}
     done = cols.is_status(m, "finished")
     n = int(m.sum())
-    slo = spec.slo
-    if (slo.ttft_s is None and slo.tpot_s is None) or n == 0:
-        attain = None
-    else:
-        ok = done.copy()
-        if slo.ttft_s is not None:
-            ok &= c["ttft_s"] <= slo.ttft_s
-        if slo.tpot_s is not None:
-            ok &= ~(c["tpot_s"] > slo.tpot_s)
-        attain = float(ok.mean())
+    ok = within_slo(spec.slo, done, c["ttft_s"], c["tpot_s"])
+    attain = None if ok is None or n == 0 else float(ok.mean())
     inv = c["inversion_s"]
     admitted = ~np.isnan(c["first_scheduled_s"])
     prompt = int(c["prompt_tokens"][admitted].sum())

@@ -13,10 +13,10 @@ For each tensor-parallel size × remedy setting the smallest replica count that 
 found by bisection (it assumes more replicas never hurt, which holds for the shared
 least-loaded router up to seed noise: each tested count runs every seed). All searches advance
 together, one round of runs at a time, so a round fills the backend. A class *meets its SLO* at
-a point when, in every seed, its P99 TTFT ≤ `slo.ttft_s` and P99 TPOT ≤ `slo.tpot_s` (those set)
-and none of its requests was rejected or left unfinished (`p99`), or its SLO attainment (misses
-include rejected and unfinished requests) ≥ `target` (`attainment`). Classes without an SLO are
-not checked.
+a point as `engine.slo` says (the predicate `engine capacity` and the sizing aid use too): in
+every seed, its P99 TTFT ≤ `slo.ttft_s` and P99 TPOT ≤ `slo.tpot_s` (those set) and none of its
+requests was rejected or left unfinished (`p99`), or its SLO attainment ≥ `target`
+(`attainment`). Classes without an SLO are not checked.
 
 The pure functions over a tidy table (`points`, `pareto`, `cheapest`) serve the command line and
 the app's Sweeps page alike: a plain sweep with a GPU count among its knobs has a frontier too.
@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .scenario import from_dict
+from .slo import rows_ok
 from .sweep import Bar, Run, Spec, SweepError, execute, make_run
 
 TP_KEY, REPLICAS_KEY = "hardware.num_gpus", "replicas.count"
@@ -109,21 +110,6 @@ def top_class(table: pd.DataFrame) -> str | None:
     if not len(table):
         return None
     return str(table.sort_values(["priority", "class"], kind="stable")["class"].iloc[0])
-
-
-def rows_ok(table: pd.DataFrame, criterion: str = "p99", target: float = 0.99) -> pd.Series:
-    """Per row (run × class): does this class meet its SLO in this run? (True without an SLO.)"""
-    t = table
-    slo_ttft = pd.to_numeric(t["slo_ttft_s"], errors="coerce")
-    slo_tpot = pd.to_numeric(t["slo_tpot_s"], errors="coerce")
-    has = slo_ttft.notna() | slo_tpot.notna()
-    if criterion == "attainment":
-        att = pd.to_numeric(t["slo_attainment"], errors="coerce")
-        ok = ~(att < target)  # NaN: no measured request of the class
-    else:
-        ok = ~(t["ttft_p99"] > slo_ttft) & ~(t["tpot_p99"] > slo_tpot)
-        ok &= (t["rejected"].fillna(0) == 0) & (t["unfinished"].fillna(0) == 0)
-    return (~has | ok).astype(bool)
 
 
 def points(table: pd.DataFrame, knobs: Sequence[str] | None = None, criterion: str = "p99",
@@ -346,11 +332,11 @@ def format_plan(o: PlanOutcome, spec: Spec) -> str:
         ans = f"{s.answer} replica(s) = {s.answer * s.tp} GPU(s)" if s.answer else f"none up to {s.high} replicas"
         lines.append(f"  TP {s.tp}, {what}: {ans}  (tested {dict(sorted(s.tested.items()))})")
     front = o.points[o.points["frontier"]].sort_values(["gpus", "top_ttft_p99"]) if len(o.points) else o.points
-    lines.append(f"frontier (GPUs, {o.top} P99 TTFT worst seed, throughput mean, meets SLOs, settings):")
+    lines.append(f"frontier (GPUs, {o.top} P99 TTFT worst seed, served output tok/s mean, meets SLOs, settings):")
     for _, p in front.iterrows():
         setting = ", ".join(f"{k}={p[k]}" for k in knobs if k in p.index)
         lat = "-" if pd.isna(p["top_ttft_p99"]) else f"{p['top_ttft_p99']:.3f} s"
-        lines.append(f"  {int(p['gpus']):>3}  {lat:>9}  {p['throughput_tok_s']:>9.0f} tok/s  "
+        lines.append(f"  {int(p['gpus']):>3}  {lat:>9}  {p['throughput_tok_s']:>9.0f} tok/s served  "
                      f"{'yes' if p['feasible'] else 'no ':>3}  {setting}")
     if o.cheapest is None:
         lines.append("no plan: no tested setting meets every SLO; widen plan.replicas or the remedies")
@@ -358,7 +344,8 @@ def format_plan(o: PlanOutcome, spec: Spec) -> str:
         c = o.cheapest
         setting = ", ".join(f"{k}={c[k]}" for k in knobs if k in c)
         lines.append(f"cheapest: {c['gpus']} GPU(s): {setting}")
-        lines.append(f"  {o.top} P99 TTFT {c['top_ttft_p99']:.3f} s (worst seed), {c['throughput_tok_s']:.0f} tok/s; "
+        lines.append(f"  {o.top} P99 TTFT {c['top_ttft_p99']:.3f} s (worst seed), {c['throughput_tok_s']:.0f} tok/s "
+                     "served; "
                      f"runs {' '.join(c['runs'])}")
     if o.status != "complete":
         lines.append("interrupted: the search is incomplete; rerun the same command to resume")

@@ -724,3 +724,12 @@ def get_dotted(data: dict[str, Any], dotted: str, default: Any = None) -> Any:
             return default
         node = node[part]
     return node
+
+
+def load_with_sets(name: str, sets: list[str], seed: int | None = None, allow: tuple | list = ()) -> Scenario:
+    """A scenario as the command line names it: a shipped name or a file, `--set key=value`
+    assignments (YAML scalars or lists) and `--seed`."""
+    overrides = dict(parse_assignment(s) for s in sets)
+    if seed is not None:
+        overrides["seed"] = seed
+    return load(name, overrides, allow_dirs=tuple(allow))

@@ -356,8 +356,10 @@ def run_sweep(spec: Spec, out: str | Path, backend=None, *, spec_path: str | Non
 
 def execute(runs: Sequence[Run], backend, on_run: Callable[[Run, list[dict]], None], *,
             progress: Callable[[int], None] | None = None, checkpoint: Callable[[], None] | None = None,
-            checkpoint_s: float = 5.0, batch: int | None = None) -> None:
+            checkpoint_s: float = 5.0, batch: int | None = None, task: Callable | None = None) -> None:
     """Run `runs` on `backend` in batches; `on_run(run, rows)` as each finishes (completion order).
+    `task` (default: the sweep's, `sweep_exec.run_batch`) turns a batch of scenario keys into one
+    result per run: its rows, or {"error": message}.
 
     A run whose scenario fails inside the engine stops the sweep with SweepError naming it (the
     runs finished before it are kept)."""
@@ -367,7 +369,8 @@ def execute(runs: Sequence[Run], backend, on_run: Callable[[Run, list[dict]], No
     batches = [list(runs[i:i + size]) for i in range(0, len(runs), size)]
     last = time.monotonic()
     try:
-        for index, results in backend.imap([r.key for r in b] for b in batches):
+        keys = ([r.key for r in b] for b in batches)
+        for index, results in (backend.imap(keys, task=task) if task else backend.imap(keys)):
             failed = None
             for run, res in zip(batches[index], results):
                 if isinstance(res, dict):  # {"error": message}

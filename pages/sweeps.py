@@ -77,9 +77,9 @@ def show(data: sd.SweepData) -> None:
             gpus = int(c["gpus"])
             what = sd.inert(sf.settings_label(c, knobs))
             st.success(ngettext("Cheapest plan: **{gpus} GPU** with {what}: {top} P99 TTFT {p99:.3f} s (worst of "
-                                "{seeds} seeds), {thr:,.0f} output tok/s",
+                                "{seeds} seeds), {thr:,.0f} output tok/s served",
                                 "Cheapest plan: **{gpus} GPUs** with {what}: {top} P99 TTFT {p99:.3f} s (worst of "
-                                "{seeds} seeds), {thr:,.0f} output tok/s", gpus).format(
+                                "{seeds} seeds), {thr:,.0f} output tok/s served", gpus).format(
                 gpus=gpus, what=what, top=sd.inert(top), p99=c["top_ttft_p99"], seeds=int(c["seeds"]),
                 thr=c["throughput_tok_s"]), icon=":material/flag:")
             st.caption(_("Runs behind it: ") + ", ".join(f"`{r}`" for r in c["runs"] if r.isalnum()))

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from .figures import FONT, alpha, class_color
 from .i18n import N_, _
 
-COST = [("throughput_tok_s", N_("throughput (tok/s)"), "#24292f", "solid", False),
+COST = [("throughput_tok_s", N_("served rate (tok/s)"), "#24292f", "solid", False),
         ("batch_fill", N_("batch fill"), "#57606a", "dash", True),
         ("reserve_idle_token_frac", N_("idle reserve (share of budget)"), "#bf8700", "dot", True)]
 GAP = 0.05
@@ -73,7 +73,8 @@ def p99_panels(table: pd.DataFrame, classes: list[str], x_label: str, slos: dict
                                         **({"title": dict(text=x_label)} if last else {}))
         layout[f"yaxis{_ax(i)}"] = dict(anchor=f"x{_ax(i)}", domain=list(dom[i - 1]), rangemode="tozero")
         title = (_("{cls} · P99 time to first token (s)").format(cls=classes[i - 1]) if not last
-                 else _("Cost on the same axis: throughput, batch fill, idle reserve"))
+                 else _("On the same axis: served rate (the offered load while everything finishes), batch fill, "
+                        "idle reserve"))
         layout["annotations"].append(dict(text=title, x=0, xref="paper", xanchor="left", y=dom[i - 1][1],
                                           yref="paper", yanchor="bottom", showarrow=False,
                                           font=dict(size=13, color="#24292f")))

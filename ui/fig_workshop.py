@@ -93,10 +93,10 @@ def dashboard_vs_p99(series: dict[str, pd.DataFrame], top: str, slo: float | Non
 
 def remedies_bars(table: pd.DataFrame, slo: float | None) -> go.Figure:
     """The recap: the top class's P99 TTFT per remedy (horizontal bars, best first) with the SLO,
-    and the throughput beside it."""
+    and the served rate beside it (the offered load where everything finishes: not a cost)."""
     t = table.sort_values("p0_p99", ascending=True)
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, column_widths=[0.62, 0.38],
-                        subplot_titles=[_("P0 · P99 TTFT (s)"), _("Throughput (tok/s)")])
+                        subplot_titles=[_("P0 · P99 TTFT (s)"), _("Served rate (tok/s)")])
     colors = ["#1a7f37" if slo is not None and v <= slo else "#cf222e" for v in t["p0_p99"]]
     fig.add_trace(go.Bar(y=t["label"], x=t["p0_p99"], orientation="h", marker_color=colors, showlegend=False,
                          text=[f"{v:.3g} s" for v in t["p0_p99"]], textposition="outside", cliponaxis=False,

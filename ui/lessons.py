@@ -181,7 +181,7 @@ def reveal_table(lesson: Lesson, results: list[Result]) -> pd.DataFrame:
         col[_("{cls} SLO met").format(cls=top)] = percent(c["slo_attainment"])
         col[_("{cls} inversion time").format(cls=top)] = f"{c['inversion_s']:.1f} s"
         col[_("{cls} blocked time").format(cls=top)] = f"{c['blocked_s']:.1f} s"
-        col[_("Throughput")] = f"{s['throughput_tok_s']:,.0f} tok/s"
+        col[_("Served rate")] = f"{s['throughput_tok_s']:,.0f} tok/s"
         col[_("GPUs")] = f"{s.get('gpus', 1)}"
         col[_("Alerts")] = f"{s['alerts']}"
         col[_("Main KV holder when it waits")] = str(metric(res, "top_holder") or "–")

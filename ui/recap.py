@@ -58,7 +58,7 @@ def shown(t: pd.DataFrame) -> pd.DataFrame:
         _("P0 SLO met"): [percent(v) for v in t["p0_slo"]],
         _("P1 P99 TTFT"): [seconds(v) for v in t["p1_p99"]],
         _("P2 P99 end to end"): [seconds(v) for v in t["p2_e2e"]],
-        _("Throughput (tok/s)"): [f"{v:,.0f}" for v in t["throughput"]],
+        _("Served rate (tok/s)"): [f"{v:,.0f}" for v in t["throughput"]],
         _("GPUs"): t["gpus"].astype(str),
         _("Not served"): t["lost"].astype(str),
     })

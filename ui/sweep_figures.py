@@ -124,9 +124,10 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
             marker=dict(symbol=symbol, size=11, color=thr[sel], colorscale="Viridis", cmin=float(thr.min()),
                         cmax=float(thr.max()) if thr.max() > thr.min() else float(thr.min()) + 1,
                         showscale=ok or not pts["feasible"].any(), line=dict(width=1.5),
-                        colorbar=dict(title="tok/s", thickness=12)),
+                        colorbar=dict(title=_("served tok/s"), thickness=12)),
             customdata=np.column_stack([pts.loc[sel, "label"], thr[sel]]),
-            hovertemplate=_("%{{x}} GPUs · {top} P99 TTFT %{{y:.3f}} s · %{{customdata[1]:.0f}} tok/s").format(top=top)
+            hovertemplate=_("%{{x}} GPUs · {top} P99 TTFT %{{y:.3f}} s · %{{customdata[1]:.0f}} tok/s served").format(
+                top=top)
             + "<br>%{customdata[0]}<extra></extra>"))
     by_gpus = pts.groupby("gpus", sort=True)["top_ttft_p99"].min().cummin()
     fig.add_trace(go.Scatter(x=by_gpus.index, y=by_gpus.to_numpy(), mode="lines",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from engine.scale import load_overrides
 from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, to_dict
 
 from .i18n import N_
@@ -52,13 +53,8 @@ class Knob:
             return {f"classes.{cls}.caps.max_running": v if v > 0 else None}
         if self.name == "rate":
             return {f"classes.{cls}.arrival.rate": v}
-        if self.name == "load":
-            out = {f"classes.{c}.arrival.rate": sc.classes[c].arrival.rate * v for c in sc.classes}
-            if sc.trace is not None:  # a trace's arrivals packed v times closer, over the same stretch of it
-                out["trace"] = None if v <= 0 else {**sc.trace.model_dump(mode="json"),
-                                                    "time_scale": min(sc.trace.time_scale / v, 1000.0),
-                                                    "start_s": sc.trace.start_s / v}
-            return out
+        if self.name == "load":  # the same scaling as `engine capacity`
+            return load_overrides(sc, v)
         if self.name == "budget":
             return {"scheduler.max_num_batched_tokens": v}
         if self.name == "blocks":

@@ -48,7 +48,8 @@ def test_p99_curves_follow_the_sidebar_coarse_first_then_complete(page, app_url,
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_text("CacheReplayClosureError")).to_have_count(0)
     plot = page.locator(f"{SWEEP} .js-plotly-plot")
-    for title in ("P0 · P99 time to first token (s)", "P2 · P99 time to first token (s)", "Cost on the same axis"):
+    for title in ("P0 · P99 time to first token (s)", "P2 · P99 time to first token (s)",
+                  "On the same axis: served rate"):
         expect(plot.get_by_text(title, exact=False)).to_have_count(1)
     expect(plot.get_by_text("SLO 1 s")).to_have_count(1)
     full_shot(page, shots / "p99_live.png")

@@ -320,3 +320,58 @@ def test_names_with_control_characters_are_refused_without_echoing_them(tmp_path
     sc.write_text('base: default\nname: "x\\e[2Jy\\nz"\nduration_s: 10\nwarmup_s: 0\n')
     line = _one_error(capsys, "run", str(sc), must=("name = ",))
     assert "\x1b" not in line and "\\x1b[2Jy\\nz" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# --seeds N: figures over seeds
+
+
+def test_seeds_json_reports_each_figure_over_the_seeds():
+    """`--seeds 2` = the scenario's seed and the next; each per-seed value is that seed's own run
+    (what `run --seed S --json` prints), the value pools both runs' requests."""
+    proc = cli("run", "default", "--set", "duration_s=30", "--seeds", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    seed = load("default").seed
+    assert rep["seeds"] == [seed, seed + 1]
+    one = [json.loads(cli("run", "default", "--set", "duration_s=30", "--seed", str(s), "--json").stdout)
+           for s in rep["seeds"]]
+    for name in ("P0", "P1"):
+        got = rep["classes"][name]
+        for key in ("ttft_p99", "ttft_p50", "tpot_p99", "e2e_p99"):
+            e = got[key]
+            assert e["per_seed"] == [o["classes"][name][key] for o in one], (name, key)
+            assert (e["lo"], e["hi"]) == (min(e["per_seed"]), max(e["per_seed"]))
+            assert set(e) == {"value", "lo", "hi", "per_seed", "n", "n_min", "few"}
+        assert got["n"] == {"total": sum(o["classes"][name]["n"] for o in one),
+                            "per_seed": [o["classes"][name]["n"] for o in one]}
+        att = got["slo_attainment"]
+        within = sum(round(o["classes"][name]["slo_attainment"] * o["classes"][name]["n"]) for o in one)
+        assert att["value"] == pytest.approx(within / got["n"]["total"])
+    assert rep["classes"]["P0"]["ttft_p99"]["few"] is True  # ~13 P0 requests a run
+    assert rep["served_tok_s"]["per_seed"] == [o["throughput_tok_s"] for o in one]
+    assert "throughput_tok_s" not in rep  # the run-length rate is named for what it is
+
+
+def test_seeds_table_marks_percentiles_of_few_requests():
+    proc = cli("run", "default", "--set", "duration_s=30", "--seeds", "2")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "(2 runs)" in lines[0]
+    p0 = next(ln for ln in lines if ln.startswith("P0"))
+    assert "†" in p0 and "[" in p0
+    assert any(ln.startswith("† a percentile of fewer than 100 requests") for ln in lines)
+    single = cli("run", "default")  # one run: P0 has 43 requests, P1 250
+    rows = {ln.split()[0]: ln for ln in single.stdout.splitlines()[2:5]}
+    assert "†" in rows["P0"] and "†" not in rows["P1"]
+
+
+@pytest.mark.parametrize("args, must", [
+    (("--seeds", "0"), "--seeds 0"),
+    (("--seeds", "101"), "--seeds 101"),
+    (("--seeds", "2", "--out", "x"), "--out"),
+])
+def test_bad_seeds_is_one_error_line(args, must):
+    proc = cli("run", "default", *args)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error:") and must in proc.stderr

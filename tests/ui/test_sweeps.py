@@ -123,9 +123,9 @@ def test_p99_figure_panels_bands_slo_knee_and_rejections():
     assert label.xref == "paper" and label.x >= 1.0  # in the right margin, clear of the curves
     assert any(s.x0 == 1024 and s.yref == "paper" for s in fig.layout.shapes)
     assert any("knee" in (a.text or "") for a in fig.layout.annotations)
-    cost = {t.name: t.yaxis for t in fig.data if t.name in ("throughput (tok/s)", "batch fill",
+    cost = {t.name: t.yaxis for t in fig.data if t.name in ("served rate (tok/s)", "batch fill",
                                                             "idle reserve (share of budget)")}
-    assert cost == {"throughput (tok/s)": "y3", "batch fill": "y4", "idle reserve (share of budget)": "y4"}
+    assert cost == {"served rate (tok/s)": "y3", "batch fill": "y4", "idle reserve (share of budget)": "y4"}
     assert fig.layout.xaxis3.title.text == "reserve (tokens)" and fig.layout.xaxis2.matches == "x"
 
 
