@@ -2,7 +2,8 @@
 
 A claim is a mapping `{run, metric, op, value}` or `{run, metric, op, other, factor}`: the metric
 of run `run` compared with a constant, or with `factor` × the same metric of run `other` (runs
-are indices into the lesson's or the story's list of runs). Lessons (`lessons/*.md`) and stories
+are indices into the lesson's or the story's list of runs). `edge: true` marks a claim its story
+knows to be on an edge (`engine.story`). Lessons (`lessons/*.md`) and stories
 (`story:` in a scenario's YAML, `engine.story`) write them the same way, so one checker serves
 the Workshop page, the tests and `python -m engine story`.
 
@@ -31,7 +32,7 @@ OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 # a class's percentile fields and the per-request column each is taken over (for `support`)
 PERCENTILE_COLUMNS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "queue_wait": "queue_wait_s",
                       "blocked": "blocked_s"}
-KEYS = {"run", "metric", "op", "value", "other", "factor"}
+KEYS = {"run", "metric", "op", "value", "other", "factor", "edge"}
 
 
 class ClaimError(ValueError):
@@ -59,6 +60,8 @@ def validate(claim: Any, n_runs: int, where: str = "claim") -> dict:
             raise ClaimError(f"{where}: {key} = {claim[key]!r} is not a run (0..{n_runs - 1})")
     if "factor" in claim and ("other" not in claim or not isinstance(claim["factor"], int | float)):
         raise ClaimError(f"{where}: `factor` is a number, and only with `other`")
+    if "edge" in claim and not isinstance(claim["edge"], bool):
+        raise ClaimError(f"{where}: `edge` is true or false")
     return dict(claim)
 
 
@@ -101,7 +104,13 @@ def needs(claims: Sequence[Mapping], n_runs: int) -> list[list[str]]:
 
 def measure(res: Result, names: Sequence[str]) -> dict:
     """`{"values": {name: value}, "support": {name: n}}` for one run (support: percentiles only)."""
-    values = {n: _plain(metric(res, n)) for n in names}
+    values = {}
+    for n in names:
+        try:
+            values[n] = _plain(metric(res, n))
+        except KeyError:
+            raise ClaimError(f"unknown metric {n!r}: a class field (P0.ttft_p99), a run field "
+                             "(throughput_tok_s) or a derived number (engine.derived.metric)") from None
     return {"values": values, "support": {n: k for n in names if (k := support(res, n)) is not None}}
 
 

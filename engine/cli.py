@@ -1,4 +1,5 @@
-"""Command line: `python -m engine run|list|validate|bench|sweep|plan` (sweep and plan: engine.sweep_cli).
+"""Command line: `python -m engine run|list|validate|bench|sweep|plan|story` (sweep and plan:
+engine.sweep_cli; story: engine.story_cli).
 
 Errors in scenarios, overrides or traces print one line to stderr and exit with code 2; so does a
 scenario whose estimated work is over the default cap (`--no-work-limit` lifts it). Anything else
@@ -19,6 +20,8 @@ from .literal import clip
 from .metrics import clean
 from .preflight import preflight
 from .scenario import ScenarioError, bench_names, load, parse_assignment, scenario_names
+from .story_cli import COMMANDS as STORY_COMMANDS
+from .story_cli import add_parser as add_story_parser
 from .sweep_cli import COMMANDS as SWEEP_COMMANDS
 from .sweep_cli import add_parsers as add_sweep_parsers
 from .traces import TraceError
@@ -53,13 +56,15 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="print wall time, steps/s and requests/s")
     bench.add_argument("--quick", action="store_true", help="skip the 100k-request run")
     add_sweep_parsers(sub)
+    add_story_parser(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS}
+        commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS,
+                    **STORY_COMMANDS}
         return commands[args.cmd](args)
     except WorkLimitError as err:
         return _fail(f"{err}{NO_LIMIT_HINT}", 2)
