@@ -9,7 +9,6 @@ order can change without breaking links. Pure: no streamlit import.
 
 from __future__ import annotations
 
-import operator
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,15 +16,15 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from engine import Result, ScenarioError
+from engine import Result, ScenarioError, claims
 from engine.scenario import Scenario, load, load_raw
 
-from . import codec, derived
+from . import codec
 from .i18n import N_, _, folded, translate_markdown
-from .text import percent, seconds, top_holder_classes
+from .text import percent, seconds
 
 LESSON_DIR = Path(__file__).resolve().parent.parent / "lessons"
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
+OPS = claims.OPS
 CHARTS = ("timeline", "bars", "sweep", "dashboard")
 _PREFIX = re.compile(r"^\d+-")
 
@@ -81,6 +80,8 @@ def parse(path: Path) -> Lesson:
     )
     if not 0 <= lesson.answer < len(lesson.options):
         raise ValueError("answer is not one of the options")
+    for k, claim in enumerate(lesson.claims):
+        claims.validate(claim, len(lesson.runs), f"claim {k + 1}")
     return lesson
 
 
@@ -98,37 +99,18 @@ def all_lessons(folder: Path = LESSON_DIR) -> list[Lesson]:
     return [parse(p) for p in sorted(folder.glob("*.md"))]
 
 
-def metric(res: Result, name: str):
-    """`P0.ttft_p99` (class metric), `throughput_tok_s` (summary), `top_holder` (top class) or a
-    derived number (`dash.kv_use`, `overtaken_later`, `wrong_holder_share`, `replica0.kv_use`)."""
-    s = res.summary
-    if name == "top_holder":
-        top = next(iter(s["classes"].values()))
-        holders = top_holder_classes(res.waits, res.holders, top["priority"])
-        return holders[0][0] if holders else None
-    head = name.split(".", 1)[0]
-    if head in s["classes"]:
-        return s["classes"][head][name.split(".", 1)[1]]
-    if name in s:
-        return s[name]
-    return derived.metric(res, name)
+metric = claims.metric  # the claim language is the engine's (engine.claims): lessons and stories share it
 
 
 def check(claim: dict, results: list[Result]) -> tuple[bool, str]:
     """(holds, sentence) for one claim against the lesson's results."""
-    v = metric(results[claim["run"]], claim["metric"])
-    if "other" in claim:
-        other = metric(results[claim["other"]], claim["metric"])
-        ref = None if other is None else other * claim.get("factor", 1.0)
-    else:
-        ref = claim["value"]
-    ok = v is not None and ref is not None and OPS[claim["op"]](v, ref)
+    verdict = claims.check(claim, results)
     where = _("run {n}").format(n=claim["run"] + 1)
-    rhs = _fmt(ref)
+    rhs = _fmt(verdict.ref)
     if "other" in claim:
         rhs = _("{factor} × run {n} = {value}").format(factor=f"{claim.get('factor', 1.0):g}", n=claim["other"] + 1,
-                                                      value=_fmt(ref))
-    return ok, f"{claim['metric']} ({where}) = {_fmt(v)} {claim['op']} {rhs}"
+                                                      value=_fmt(verdict.ref))
+    return verdict.ok, f"{claim['metric']} ({where}) = {_fmt(verdict.value)} {claim['op']} {rhs}"
 
 
 def _fmt(v) -> str:
