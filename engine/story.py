@@ -231,6 +231,21 @@ class Audit:
         return [(i, 1.0, t) for i, t in enumerate(per) if self.story.claims[i].get("edge") and 2 * t.k < t.n]
 
 
+def run_keys(story: Story, seed_list: Sequence[int], scales: Sequence[float]
+             ) -> tuple[dict[tuple[int, int, float], str], list[list[str]]]:
+    """The scenario key of every run the claims read, by (run, seed, scale), and each run's
+    metrics (`claims.needs`): what `audit` runs, and what the app asks its pool for."""
+    per_run = claims.needs(story.claims, len(story.runs))
+    keys = {(run, seed, s): scenario_key(story, run, seed, s)
+            for run in range(len(story.runs)) if per_run[run] for seed in seed_list for s in scales}
+    return keys, per_run
+
+
+def job(key: str, metrics: Sequence[str]) -> str:
+    """One item of `measure_batch`: a run's scenario key and the metrics to measure in it."""
+    return json.dumps({"key": key, "metrics": list(metrics)})
+
+
 def audit(stories: Sequence[Story], seeds: int, scales: Sequence[float] = DEFAULT_SCALES, *,
           workers: int | None = None, backend=None, progress: Callable[[int], None] | None = None
           ) -> list[Audit]:
@@ -247,19 +262,12 @@ def audit(stories: Sequence[Story], seeds: int, scales: Sequence[float] = DEFAUL
     wanted: dict[str, list[str]] = {}
     for i, story in enumerate(stories):
         seed_list = seeds_of(story, seeds)
-        per_run = claims.needs(story.claims, len(story.runs))
-        keys = {}
-        for run in range(len(story.runs)):
-            if not per_run[run]:
-                continue
-            for seed in seed_list:
-                for s in scales:
-                    key = scenario_key(story, run, seed, s)
-                    keys[run, seed, s] = key
-                    have = wanted.setdefault(key, [])
-                    have.extend(m for m in per_run[run] if m not in have)
+        keys, per_run = run_keys(story, seed_list, scales)
+        for (run, _seed, _s), key in keys.items():
+            have = wanted.setdefault(key, [])
+            have.extend(m for m in per_run[run] if m not in have)
         plan.append((i, seed_list, keys))
-    items = [json.dumps({"key": k, "metrics": m}) for k, m in wanted.items()]
+    items = [job(k, m) for k, m in wanted.items()]
     if progress is not None and hasattr(progress, "grow"):  # a bar: its total is the distinct runs
         progress.grow(len(items))
     measured: dict[str, dict] = {}
@@ -281,22 +289,29 @@ def audit(stories: Sequence[Story], seeds: int, scales: Sequence[float] = DEFAUL
     finally:
         if own:
             backend.close()
-    out = []
-    for i, seed_list, keys in plan:
-        story = stories[i]
-        tallies: dict[float, list[Tally]] = {}
-        for s in scales:
-            per = [Tally() for _ in story.claims]
-            for seed in seed_list:
-                runs = [measured[keys[r, seed, s]] if (r, seed, s) in keys else {"values": {}, "support": {}}
-                        for r in range(len(story.runs))]
-                for c, tally in zip(story.claims, per):
-                    tally.verdicts.append(claims.compare(c, [r["values"] for r in runs]))
-                    other = runs[c["other"]]["support"].get(c["metric"]) if "other" in c else None
-                    tally.support.append((runs[c["run"]]["support"].get(c["metric"]), other))
-            tallies[s] = per
-        out.append(Audit(story, seed_list, list(scales), tallies))
-    return out
+    return [judge(stories[i], seed_list, scales, keys, measured) for i, seed_list, keys in plan]
+
+
+def judge(story: Story, seed_list: Sequence[int], scales: Sequence[float],
+          keys: Mapping[tuple[int, int, float], str], measured: Mapping[str, dict]) -> Audit:
+    """Judge every claim seed by seed from measured runs (`measure_batch` results by scenario key).
+    A seed whose runs at a scale have not all been measured yet is left out of that scale's
+    tallies (the app judges while its runs come in); `audit` passes them all."""
+    tallies: dict[float, list[Tally]] = {}
+    for s in scales:
+        per = [Tally() for _ in story.claims]
+        for seed in seed_list:
+            mine = [keys[r, seed, s] for r in range(len(story.runs)) if (r, seed, s) in keys]
+            if any(k not in measured for k in mine):
+                continue
+            runs = [measured[keys[r, seed, s]] if (r, seed, s) in keys else {"values": {}, "support": {}}
+                    for r in range(len(story.runs))]
+            for c, tally in zip(story.claims, per):
+                tally.verdicts.append(claims.compare(c, [r["values"] for r in runs]))
+                other = runs[c["other"]]["support"].get(c["metric"]) if "other" in c else None
+                tally.support.append((runs[c["run"]]["support"].get(c["metric"]), other))
+        tallies[s] = per
+    return Audit(story, list(seed_list), list(scales), tallies)
 
 
 # ---------------------------------------------------------------------------------------------
