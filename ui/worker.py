@@ -1,7 +1,9 @@
 """Worker processes: fresh interpreters that run scenarios off the server's interpreter.
 
 Two kinds, one protocol. *Sweep* workers return a run's summary (the P99 curves, the workshop's
-sweeps); *page* workers return the whole `Result` a page draws. Page runs leave the server
+sweeps) — or, for a key sent as `measure:{job}`, the claim metrics of a scenario story's run
+(`engine.story.job`, the *Does this hold?* page); *page* workers return the whole `Result` a page
+draws. Page runs leave the server
 because every session's script shares one interpreter lock there: under an eight-session load
 the simulations took a third of it, so one session's run stalled every other session's page.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("summary", "result")
+MEASURE = "measure:"  # a sweep worker's key with this prefix is a story's job: its claims' metrics
 _LEN = struct.Struct("<Q")
 _MAX_REPLY = 4 << 30  # bytes: a longer "frame" is garbage, never something to wait for
 
@@ -44,7 +47,12 @@ def _task(kind: str):
         from engine.sweep_exec import run_batch_summaries  # the same per-run task as `python -m engine sweep`
 
         def summary(key: str) -> dict:
-            reply = run_batch_summaries([key])[0]
+            if key.startswith(MEASURE):  # a story's run: the metrics its claims read (engine.story)
+                from engine.story import measure_batch
+
+                reply = measure_batch([key[len(MEASURE):]])[0]
+            else:
+                reply = run_batch_summaries([key])[0]
             if set(reply) == {"error"}:  # the engine refused the scenario
                 raise WorkerFailed(reply["error"])
             return reply
