@@ -3,7 +3,8 @@
 Each is `(fileobj, keywords, comment_tags, options) -> iterable of (lineno, funcname, message,
 comments)`, Babel's extractor interface. The messages are cut exactly as the app looks them up:
 lesson fields whitespace-folded, lesson bodies by paragraph (`ui.i18n.paragraphs`), scenario
-descriptions folded, the engine's reason sentences as they are.
+descriptions folded, a scenario story's run labels and its edge (folded, as `engine.story` keeps
+it), the engine's reason sentences as they are.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ def extract_scenarios(fileobj, keywords, comment_tags, options):
         yield 1, None, str(data["title"]), ["scenario title"]
     if data.get("description"):
         yield 1, None, folded(data["description"]), ["scenario description"]
+    story = data.get("story") if isinstance(data.get("story"), dict) else {}
+    for run in story.get("runs") or ():  # the *Does this hold?* page (ui.story_view)
+        if isinstance(run, dict) and run.get("label"):
+            yield 1, None, str(run["label"]), ["scenario story run label"]
+    if story.get("edge"):  # the page shows it as engine.story.parse keeps it: whitespace folded
+        yield 1, None, folded(story["edge"]), ["scenario story: why a claim is on an edge"]
 
 
 def extract_reasons(fileobj, keywords, comment_tags, options):

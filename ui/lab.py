@@ -45,6 +45,8 @@ PAGES = (
              "p99"),
     PageSpec("pages/compare.py", N_("Compare"), ":material/compare_arrows:",
              N_("Two or three configurations on the same traffic"), "compare"),
+    PageSpec("pages/story.py", N_("Does this hold?"), ":material/fact_check:",
+             N_("The preset's story, claim by claim, over seeds and ±10 % load"), "story"),
     PageSpec("pages/workshop.py", N_("Workshop"), ":material/school:",
              N_("Eleven lessons, presenter mode, a recap and a handout"), "workshop"),
     PageSpec("pages/memory.py", N_("GPU & memory"), ":material/memory:", N_("Where the HBM goes; what a step costs"),

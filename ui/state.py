@@ -46,7 +46,7 @@ def frame() -> None:
     ss = st.session_state
     entered = ss.get("_page") != path
     ss["_page"] = path
-    lab, share_box = sidebar.render(path, eager=path != "p99")
+    lab, share_box = sidebar.render(path, eager=path not in ("p99", "story"))  # pages that run in the pool
     if path != "p99" and "_viewer" in ss:
         from . import runs
 

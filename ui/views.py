@@ -20,6 +20,7 @@ VIEW_KEYS: dict[str, frozenset[str]] = {
     "timeline": frozenset({"tl_show", "tl_cls", "tl_from", "tl_to", "tl_req"}),
     "compare": frozenset({"cmp_n"} | {f"c{i}_{f}" for i in COMPARE_SLOTS for f in CONFIG_FIELDS}),
     "workshop": frozenset({"lesson", "present"}),
+    "story": frozenset({"st_seeds"}),  # ui.story_view
 }
 
 

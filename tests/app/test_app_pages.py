@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = "../../app.py"  # relative to this test file (AppTest resolves it so)
-PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py",
+PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py", "pages/story.py",
          "pages/workshop.py", "pages/memory.py", "pages/sweeps.py"]
 
 

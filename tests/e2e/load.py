@@ -27,6 +27,7 @@ import asyncio
 import math
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -54,7 +55,13 @@ async def act(page, rng: random.Random, url: str, rate: float) -> str:
     """One random interaction; returns its name."""
     kind = rng.choice(["reserve", "policy", "page", "rate"])
     if kind == "page":  # as a person does: the top navigation (no reload, the same session)
-        await page.get_by_role("link", name=rng.choice(PAGES), exact=True).click()
+        name = rng.choice(PAGES)
+        link = page.get_by_role("link", name=name, exact=True)
+        if await link.count():
+            await link.click()
+        else:  # in the navigation's overflow at this width ("2 more"): open it, pick the page
+            await page.get_by_text(re.compile(r"^\d+ more$")).click()
+            await page.get_by_text(name, exact=True).last.click()
     elif kind == "reserve":
         thumb = page.locator(".st-key-reserve").get_by_role("slider")
         await thumb.focus()

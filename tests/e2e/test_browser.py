@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from ui.text import seconds
 
 pytestmark = pytest.mark.browser
-PAGES = ["", "timeline", "p99", "compare", "workshop", "memory", "sweeps"]
+PAGES = ["", "timeline", "p99", "compare", "story", "workshop", "memory", "sweeps"]
 
 
 def p0_p99(page) -> str:

@@ -23,8 +23,8 @@ from ui.codec import Codec
 from ui.views import VIEW_KEYS
 
 APP = "../../app.py"  # relative to this file (AppTest resolves it so)
-PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py", "pages/workshop.py",
-         "pages/memory.py", "pages/sweeps.py"]
+PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py", "pages/story.py",
+         "pages/workshop.py", "pages/memory.py", "pages/sweeps.py"]
 EVIL = "evil.example"  # the host every injected link points at
 HOSTILE = ["inf", "-inf", "nan", "NaN", "Infinity", "1e999", "-1e400", "1e-400", "9" * 120, "2" * 19, "0", "-1",
            "0.5", "512", "4096", "true", "fcfs", "priority", "backfill", "P0,P1", "", " ", "%00", "\u202e", "😀",

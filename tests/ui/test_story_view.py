@@ -5,6 +5,7 @@ line = their median, the claim's threshold as a line."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from engine.story import of_scenario, parse
 from ui import story_plan
@@ -83,3 +84,16 @@ def test_claims_are_judged_on_the_seeds_whose_runs_are_in():
     assert f[["scale", "seed", "value", "ref", "ok"]].values.tolist() == [
         [0.8, s0, 0.2, 0.5, True], [1.0, s0, 1.0, 1.5, True], [1.0, s1, 1.5, 1.0, False]]
     assert story_plan.support_range(a.tallies[1.0][1].support) == (40, 40)
+
+
+@pytest.mark.parametrize("claim, text", [
+    ({"run": 0, "metric": "P0.ttft_p99", "op": "<=", "value": 1.0}, "P0 P99 TTFT [a] ≤ 1.00 s"),
+    ({"run": 1, "metric": "P1.ttft_p99", "op": ">=", "other": 0, "factor": 2.0}, "P1 P99 TTFT [b] ≥ 2 × [a]"),
+    ({"run": 0, "metric": "P0.slo_attainment", "op": "<", "value": 0.9}, "P0 SLO met [a] < 90%"),
+    ({"run": 1, "metric": "top_holder", "op": "==", "value": "P2"}, "top_holder [b] = P2"),
+    ({"run": 0, "metric": "replica0.kv_use", "op": "<", "value": 0.25}, "Replica 0: KV use (mean) [a] < 25%"),
+])
+def test_claims_in_words(claim, text):
+    from ui.story_view import claim_text
+
+    assert claim_text(claim, ["a", "b"]) == text
