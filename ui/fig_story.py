@@ -24,8 +24,8 @@ def per_scale(frame: pd.DataFrame, column: str = "value") -> pd.DataFrame:
     return pd.DataFrame({"mid": g.median(), "lo": g.min(), "hi": g.max(), "seeds": g.count()}).reset_index()
 
 
-def edge_band(frame: pd.DataFrame, *, y_title: str, x_title: str, value_name: str, threshold_name: str,
-              threshold: float | None = None, height: int = 340) -> go.Figure:
+def edge_band(frame: pd.DataFrame, *, y_title: str, x_title: str, value_name: str, band_name: str,
+              threshold_name: str, threshold: float | None = None, height: int = 340) -> go.Figure:
     """The claim's value over seeds against the load scale, with its threshold.
 
     `threshold` is the constant the claim compares with; None means the claim compares with
@@ -36,7 +36,7 @@ def edge_band(frame: pd.DataFrame, *, y_title: str, x_title: str, value_name: st
         xs = v["scale"].tolist()
         traces.append(go.Scatter(  # the band: min along, max back, closed
             x=xs + xs[::-1], y=v["hi"].tolist() + v["lo"].tolist()[::-1], mode="lines", fill="toself",
-            fillcolor=alpha(LINE, 0.18), line=dict(width=0), hoverinfo="skip", name=f"{value_name} (min–max)",
+            fillcolor=alpha(LINE, 0.18), line=dict(width=0), hoverinfo="skip", name=band_name,
             showlegend=True))
         traces.append(go.Scatter(
             x=xs, y=v["mid"].tolist(), mode="lines+markers", line=dict(color=LINE, width=2), name=value_name,

@@ -12,6 +12,7 @@ stays live (the P99 page's pattern: `ui.live`).
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from engine import story as story_mod
@@ -109,7 +110,8 @@ def _draw(p: story_plan.Plan, polling: bool) -> None:
         st.progress(finished / total, text=_("{done} of {total} runs done (×1 first); the table fills in as they "
                                              "come, the controls stay live").format(done=finished, total=total))
     a = story_plan.judge(p, done)
-    st.dataframe(_table(a, labels, complete), hide_index=True, width="stretch", key="story_table")
+    # a static table: its cells wrap, so a long claim and its three scales stay readable (inert text)
+    st.table(pd.DataFrame(_table(a, labels, complete)).map(plain), hide_index=True)
     if failed:
         st.warning(_("{k} of {total} runs failed ({first}).").format(k=len(failed), total=total,
                                                                      first=next(iter(failed.values()))),
@@ -197,8 +199,11 @@ def _edge(p: story_plan.Plan, done: dict, i: int, labels: list[str]) -> None:
     else:
         threshold, threshold_name = float(c["value"]), _("threshold: {op} {value}").format(
             op=OPS[c["op"]], value=value_text(c["metric"], c["value"]))
-    fig = edge_band(frame, y_title=name, x_title=_("load (every class's arrival rate × the scale)"),
+    timed = value_text(c["metric"], 1.0).endswith(" s")
+    fig = edge_band(frame, y_title=f"{name} (s)" if timed else name,
+                    x_title=_("load (every class's arrival rate × the scale)"),
                     value_name=_("{name} [{run}], median over seeds").format(name=name, run=labels[c["run"]]),
+                    band_name=_("min–max over the seeds"),
                     threshold_name=threshold_name, threshold=threshold)
     st.plotly_chart(fig, key=f"story_edge_{i}", theme=None, config={"displaylogo": False})
     held = frame.groupby("scale")["ok"].agg(["sum", "count"]) if len(frame) else None

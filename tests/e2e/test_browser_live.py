@@ -151,7 +151,8 @@ def test_the_first_request_of_a_fresh_server_opens_the_asked_page(browser, path,
             expect(page.get_by_text("Page not found")).to_have_count(0)
             expect(page.locator("h1")).to_have_text(title)
             expect(page.get_by_test_id("stException")).to_have_count(0)
-            expect(page.get_by_role("link", name="Timeline", exact=True)).to_have_count(1)  # the app's own top navigation
+            nav = page.get_by_role("link", name="Timeline", exact=True)  # the app's own top navigation
+            expect(nav).to_have_count(1)
             thumb = page.locator(".st-key-reserve").get_by_role("slider")
             thumb.focus()
             thumb.press("ArrowRight")

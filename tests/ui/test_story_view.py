@@ -20,11 +20,11 @@ def frame(rows):
 def test_the_band_is_the_seeds_min_max_the_line_their_median_and_the_threshold_a_line():
     f = frame([(0.9, 1, 0.5, 1.0, True, 60), (0.9, 2, 0.7, 1.0, True, 70), (0.9, 3, 0.6, 1.0, True, 65),
                (1.1, 1, 0.9, 1.0, True, 60), (1.1, 2, 1.4, 1.0, False, 80), (1.1, 3, 1.2, 1.0, False, 90)])
-    fig = edge_band(f, y_title="P0 P99 TTFT", x_title="load", value_name="P0", threshold_name="threshold: ≤ 1 s",
-                    threshold=1.0)
+    fig = edge_band(f, y_title="P0 P99 TTFT", x_title="load", value_name="P0", band_name="band",
+                    threshold_name="threshold: ≤ 1 s", threshold=1.0)
     band, line, thr = fig.data
     assert list(band.x) == [0.9, 1.1, 1.1, 0.9] and list(band.y) == [0.7, 1.4, 0.9, 0.5]  # max along, min back
-    assert band.fill == "toself"
+    assert band.fill == "toself" and band.name == "band"
     assert list(line.x) == [0.9, 1.1] and list(line.y) == [0.6, 1.2]
     assert [list(c) for c in line.customdata] == [[0.5, 0.7, 3], [0.9, 1.4, 3]]
     assert list(thr.x) == [0.9, 1.1] and list(thr.y) == [1.0, 1.0] and thr.line.dash == "dash"
@@ -34,7 +34,8 @@ def test_the_band_is_the_seeds_min_max_the_line_their_median_and_the_threshold_a
 def test_against_another_run_the_line_is_the_median_reference_and_missing_values_are_left_out():
     f = frame([(1.0, 1, 0.0, 0.2, True, None), (1.0, 2, None, 0.4, False, None), (1.0, 3, 0.3, 0.9, True, None),
                (1.2, 1, 0.5, 0.1, False, None)])
-    fig = edge_band(f, y_title="y", x_title="x", value_name="v", threshold_name="1 × [other] (median)")
+    fig = edge_band(f, y_title="y", x_title="x", value_name="v", band_name="b",
+                    threshold_name="1 × [other] (median)")
     band, line, ref = fig.data
     assert list(line.y) == [0.15, 0.5]  # the seed with no value does not count
     assert list(band.y) == [0.3, 0.5, 0.5, 0.0]
@@ -42,7 +43,8 @@ def test_against_another_run_the_line_is_the_median_reference_and_missing_values
 
 
 def test_an_empty_frame_draws_an_empty_figure():
-    fig = edge_band(frame([]), y_title="y", x_title="x", value_name="v", threshold_name="t", threshold=1.0)
+    fig = edge_band(frame([]), y_title="y", x_title="x", value_name="v", band_name="b", threshold_name="t",
+                    threshold=1.0)
     assert not fig.data
 
 
