@@ -101,11 +101,14 @@ def _draw(p: story_plan.Plan, polling: bool) -> None:
     labels = [_(label) for label, _o in story.runs]
     seeds = f"{p.seeds[0]}–{p.seeds[-1]}" if len(p.seeds) > 1 else f"{p.seeds[0]}"
     scales = ", ".join(f"×{s:g}" for s in story_plan.SCALES)
+    edges = [i for i, c in enumerate(story.claims) if c.get("edge")]
     if complete:
         st.caption(_("{total} runs: each of the story's runs on {n} seeds ({seeds}) at load {scales} · a claim is "
                      "robust (✓) when it holds on at least {k} of {n} seeds at every load · values: median "
                      "[min–max] over the seeds").format(total=total, n=len(p.seeds), seeds=seeds, scales=scales,
-                                                        k=story_mod.required(len(p.seeds))))
+                                                        k=story_mod.required(len(p.seeds)))
+                   + (" · " + _("~ = not robust, on an edge the story names (below; its runs also at ×0.8 and "
+                                "×1.2)") if edges else ""))
     else:
         st.progress(finished / total, text=_("{done} of {total} runs done (×1 first); the table fills in as they "
                                              "come, the controls stay live").format(done=finished, total=total))
@@ -116,7 +119,6 @@ def _draw(p: story_plan.Plan, polling: bool) -> None:
         st.warning(_("{k} of {total} runs failed ({first}).").format(k=len(failed), total=total,
                                                                      first=next(iter(failed.values()))),
                    icon=":material/error:")
-    edges = [i for i, c in enumerate(story.claims) if c.get("edge")]
     if edges:
         st.subheader(_("On an edge"))
         st.markdown(":material/warning: " + plain(_(story.edge)))

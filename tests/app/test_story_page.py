@@ -59,7 +59,7 @@ def test_the_preset_s_claims_are_listed_with_k_of_n_per_load():
     p99 = [r for r in rows if r["Claim"] == "P0 P99 TTFT [vLLM FCFS] > 5.00 s"]
     assert p99 and p99[0]["Requests behind"].endswith("n < 100")
     assert [r for r in rows if r["Claim"] == "top_holder [vLLM priority] = P2" and r["×1"] == "2/2 · P2 ×2"]
-    assert not at.get("plotly_chart")  # no claim of this story is on an edge
+    assert not at.get("plotly_chart") and not at.subheader  # no claim of this story is on an edge
     # the runs stay in the pool: a second session gets the judged table at once
     again = on_page(preset="classic-inversion", st_seeds="2")
     assert not again.get("progress") and table(again) == rows
@@ -90,6 +90,7 @@ def test_an_edge_claim_shows_the_story_s_words_and_its_band():
     threshold = [t for t in fig["data"] if t["name"].startswith("threshold")]
     assert threshold and threshold[0]["y"] == [1.0, 1.0]
     assert [c for c in at.caption if c.value.startswith("Holds on: ×0.8 ")]
+    assert [c for c in at.caption if "runs:" in c.value and "on an edge the story names" in c.value]
 
 
 def test_the_page_renders_in_chinese():
