@@ -34,6 +34,13 @@ CLASS_FIELDS = {  # a class's summary field in words, as the lessons' reveal nam
     "inversion_s": N_("{cls} inversion time"), "blocked_s": N_("{cls} blocked time"),
     "cache_hit_rate": N_("{cls} prefix-cache hit rate"),
 }
+RUN_FIELDS = {  # run-level metrics the lessons' reveal table does not name (`ui.lessons.METRIC_LABELS`)
+    "top_holder": N_("Main KV holder when it waits"), "throughput_tok_s": N_("Served rate"),
+    "recomputed_tokens": N_("Recomputed tokens"), "top_reason": N_("Main reason the top class waits"),
+    "gateway_inversions": N_("Inversions at the gateway"),
+}
+PER_REASON = {"wait_s": N_("Top class's wait for {reason}"),
+              "wait_share": N_("Share of the top class's wait for {reason}")}
 _SHARES = ("slo_attainment", "cache_hit_rate", "kv_use", "wait_share.")
 
 
@@ -139,7 +146,9 @@ def metric_name(name: str) -> str:
     head, _dot, field = name.partition(".")
     if field in CLASS_FIELDS and head[:1].isupper():
         return _(CLASS_FIELDS[field]).format(cls=head)
-    return metric_label(name)
+    if head in PER_REASON and field:
+        return _(PER_REASON[head]).format(reason=field)
+    return _(RUN_FIELDS[name]) if name in RUN_FIELDS else metric_label(name)
 
 
 def value_text(name: str, v) -> str:
