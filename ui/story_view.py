@@ -16,9 +16,10 @@ import pandas as pd
 import streamlit as st
 
 from engine import story as story_mod
+from engine.reasons import Reason
 from engine.scenario import ScenarioError
 
-from . import i18n, layout, runs, story_plan, viewstate
+from . import i18n, layout, runs, story_plan, viewstate, vocab
 from .codec import Param
 from .fig_story import edge_band
 from .i18n import N_, _
@@ -39,8 +40,8 @@ RUN_FIELDS = {  # run-level metrics the lessons' reveal table does not name (`ui
     "recomputed_tokens": N_("Recomputed tokens"), "top_reason": N_("Main reason the top class waits"),
     "gateway_inversions": N_("Inversions at the gateway"),
 }
-PER_REASON = {"wait_s": N_("Top class's wait for {reason}"),
-              "wait_share": N_("Share of the top class's wait for {reason}")}
+PER_REASON = {"wait_s": N_("Top class's time waiting ({reason})"),  # the reason as `ui.vocab` words it
+              "wait_share": N_("Share of the top class's wait ({reason})")}
 _SHARES = ("slo_attainment", "cache_hit_rate", "kv_use", "wait_share.")
 
 
@@ -147,12 +148,20 @@ def metric_name(name: str) -> str:
     if field in CLASS_FIELDS and head[:1].isupper():
         return _(CLASS_FIELDS[field]).format(cls=head)
     if head in PER_REASON and field:
-        return _(PER_REASON[head]).format(reason=field)
+        return _(PER_REASON[head]).format(reason=reason_text(field))
     return _(RUN_FIELDS[name]) if name in RUN_FIELDS else metric_label(name)
 
 
+def reason_text(code: str) -> str:
+    """A wait reason's code (`kv_short`) in words, in the current language; other text as it is."""
+    return vocab.look(code).short if code.upper() in Reason.__members__ else code
+
+
 def value_text(name: str, v) -> str:
-    """A value of metric `name` as the lessons show it (shares as percentages, times in seconds)."""
+    """A value of metric `name` as the lessons show it (shares as percentages, times in seconds,
+    wait reasons in words)."""
+    if name == "top_reason" and isinstance(v, str):
+        return reason_text(v)
     if isinstance(v, bool) or not isinstance(v, int | float):
         return "–" if v is None else str(v)
     if any(s in name for s in _SHARES):
@@ -164,8 +173,8 @@ def value_text(name: str, v) -> str:
 
 def _spread(name: str, values) -> str:
     got = story_plan.spread(values)
-    if got is None:  # a class name (top holder) or nothing: each value with its count
-        return story_mod.spread(values)
+    if got is None:  # a class name (top holder), a reason or nothing: each value with its count
+        return story_mod.spread([value_text(name, v) if v is not None else None for v in values])
     mid, lo, hi = (value_text(name, v) for v in got)
     if lo.endswith(" s") and hi.endswith(" s"):  # one unit for the three: `0.70 s [0.63–0.77]`
         lo, hi = lo[:-2], hi[:-2]

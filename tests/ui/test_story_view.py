@@ -93,7 +93,10 @@ def test_claims_are_judged_on_the_seeds_whose_runs_are_in():
     ({"run": 1, "metric": "P1.ttft_p99", "op": ">=", "other": 0, "factor": 2.0}, "P1 P99 TTFT [b] ≥ 2 × [a]"),
     ({"run": 0, "metric": "P0.slo_attainment", "op": "<", "value": 0.9}, "P0 SLO met [a] < 90%"),
     ({"run": 1, "metric": "top_holder", "op": "==", "value": "P2"}, "Main KV holder when it waits [b] = P2"),
-    ({"run": 0, "metric": "wait_s.kv_short", "op": ">", "value": 0}, "Top class's wait for kv_short [a] > 0 s"),
+    ({"run": 0, "metric": "wait_s.kv_short", "op": ">", "value": 0},
+     "Top class's time waiting (not enough free KV blocks) [a] > 0 s"),
+    ({"run": 0, "metric": "top_reason", "op": "==", "value": "token_budget"},
+     "Main reason the top class waits [a] = the step's token budget was used up"),
     ({"run": 0, "metric": "replica0.kv_use", "op": "<", "value": 0.25}, "Replica 0: KV use (mean) [a] < 25%"),
 ])
 def test_claims_in_words(claim, text):
