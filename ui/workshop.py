@@ -26,6 +26,7 @@ from .text import plain
 
 RECAP = "recap"
 RECAP_MIN = 5
+INTRO_MIN = 3  # the presenter's opening: the question of the day and how the lab works
 PRESENT = "present"
 
 
@@ -40,8 +41,8 @@ def items() -> tuple[list[lessons.Lesson], list[str]]:
 
 
 def starts(items_: list[lessons.Lesson]) -> dict[str, int]:
-    """Minute at which each lesson (and the recap) starts."""
-    out, t = {}, 0
+    """Minute at which each lesson (and the recap) starts, after the introduction."""
+    out, t = {}, INTRO_MIN
     for lesson in items_:
         out[lesson.slug] = t
         t += lesson.minutes
@@ -50,11 +51,18 @@ def starts(items_: list[lessons.Lesson]) -> dict[str, int]:
 
 
 def agenda(items_: list[lessons.Lesson]) -> pd.DataFrame:
+    """The presenter's agenda: each part with its time box, start and end minute, and how many
+    discussion prompts it carries (at most one per three minutes)."""
     at = starts(items_)
-    rows = [{"#": str(n), _("Lesson"): _(lesson.title), _("Minutes"): lesson.minutes,
-             _("Starts at"): f"{at[lesson.slug]}′"} for n, lesson in enumerate(items_, 1)]
-    rows.append({"#": "", _("Lesson"): _("Recap: every remedy on the same traffic"), _("Minutes"): RECAP_MIN,
-                 _("Starts at"): f"{at[RECAP]}′"})
+
+    def row(n: str, title: str, minutes: int, start: int, prompts: int) -> dict:
+        return {"#": n, _("Lesson"): title, _("Minutes"): minutes, _("Starts at"): f"{start}′",
+                _("Ends at"): f"{start + minutes}′", _("Prompts"): prompts}
+
+    rows = [row("", _("Introduction: the question of the day, and how the lab works"), INTRO_MIN, 0, 0)]
+    rows += [row(str(n), _(lesson.title), lesson.minutes, at[lesson.slug], len(lesson.prompts))
+             for n, lesson in enumerate(items_, 1)]
+    rows.append(row("", _("Recap: every remedy on the same traffic"), RECAP_MIN, at[RECAP], 3))
     return pd.DataFrame(rows)
 
 
@@ -96,7 +104,7 @@ def page(lab: Lab) -> None:
     slug = ss["lesson"]
     lesson = by_slug.get(slug)
     at = starts(found)
-    total = lessons.total_minutes(found, RECAP_MIN)
+    total = lessons.total_minutes(found, RECAP_MIN) + INTRO_MIN
     number = {s: n for n, s in enumerate(order, 1)}
     title = _(lesson.title) if lesson else _("Recap: every remedy on the same traffic")
     header(lab, _("Workshop"), _("{total} minutes in {n} lessons and a recap · now: {title}").format(
@@ -118,8 +126,8 @@ def page(lab: Lab) -> None:
         c3.button(_("Next"), icon=":material/arrow_forward:", width="stretch", disabled=slug == order[-1],
                   on_click=_step, args=(order, 1))
         c4.toggle(_("Presenter mode"), key=PRESENT,
-                  help=_("Shows the agenda, the time boxes and the discussion prompts before the run, and lets "
-                         "you run a lesson without a prediction."))
+                  help=_("Shows the agenda with its time boxes, and lets you run a lesson without a "
+                         "prediction."))
     viewstate.publish(params, defaults)
     present = ss[PRESENT]
     if present:
@@ -166,8 +174,6 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     st.info(_("**Goal:** {goal}").format(goal=lesson.goal), icon=":material/flag:")
     _sidebar_note(lab, base)
     st.markdown(lesson.body)
-    if present and lesson.prompts:
-        _prompts(lesson)
     with st.container(border=True):
         guess = st.radio(_("**Predict:** {q}").format(q=lesson.question), range(len(lesson.options)),
                          format_func=lambda i: lesson.options[i], index=None, key=f"ws_q_{base.slug}")
@@ -211,7 +217,7 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
         from .sizing_view import panel
 
         panel(lab)
-    if not present and lesson.prompts:
+    if lesson.prompts:  # after the reveal, in presenter mode too: a prompt may name the answer
         _prompts(lesson)
 
 
@@ -323,7 +329,7 @@ def _handout(stamp: tuple, lang: str, answers: bool = True) -> str:
                 says=a["says"], v0=vals[0], v1=vals[1])
         sections.append(handout.lesson_html(n, lesson, at[base.slug], lessons.reveal_table(lesson, results), fig,
                                             claims, note))
-    total = lessons.total_minutes(found, RECAP_MIN)
+    total = lessons.total_minutes(found, RECAP_MIN) + INTRO_MIN
     if not answers:
         return handout.document(sections, agenda(found), None, None, total, answers=False)
     t = recap.table(recap_summaries())

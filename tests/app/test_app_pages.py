@@ -274,10 +274,16 @@ def test_workshop_reveal_after_run():
 def test_presenter_mode_runs_a_lesson_with_its_chart(slug):
     at = on_page("pages/workshop.py", lesson=slug, present="true")
     assert not at.exception and at.toggle(key="present").value is True
-    assert any("Discuss" in m.value for m in at.markdown)  # prompts before the run in presenter mode
+    assert not any("Discuss" in m.value for m in at.markdown)  # prompts only after the reveal: they may name it
+    agenda = at.dataframe[0].value
+    assert list(agenda.columns) == ["#", "Lesson", "Minutes", "Starts at", "Ends at", "Prompts"]
+    assert agenda.iloc[0]["Starts at"] == "0′" and agenda.iloc[0]["Ends at"] == agenda.iloc[1]["Starts at"]
+    assert agenda.iloc[-1]["Ends at"] == f"{agenda['Minutes'].sum()}′"
+    assert all(p <= max(1, m // 3) for p, m in zip(agenda["Prompts"][1:-1], agenda["Minutes"][1:-1]))
     at.button(key=f"ws_run_{slug}").click().run()  # no prediction needed
     assert not at.exception
     assert at.get("plotly_chart") and at.dataframe
+    assert any("Discuss" in m.value for m in at.markdown)
     if slug == "reserve-when-budget-binds":
         assert any("The article's example" in m.value for m in at.markdown)
 
