@@ -36,6 +36,14 @@ def test_changes_are_described_for_the_header(c):
     more = {**values, "reserve": 512, "inherit": True, "p2_cap": 4096}  # named in the sidebar's order
     assert c.describe_changes(more, limit=2) == \
         "Scheduling policy = priority, Token reserve for the top priority = 512, 3 more"
+    from ui import i18n
+
+    try:
+        i18n.set_language("zh")
+        zh = c.describe_changes(values)
+    finally:
+        i18n.set_language("en")
+    assert zh.startswith("调度策略为 priority、P0：") and ", " not in zh and " = " not in zh, zh
 
 
 def test_scenario_matches_the_cli_overrides(c):

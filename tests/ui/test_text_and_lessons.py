@@ -218,3 +218,14 @@ def test_a_translated_reveal_fills_the_same_numbers(lesson):
         i18n.set_language("en")
     assert zh.reveal != lesson.reveal
     assert sorted(lessons.SLOT.findall(zh.reveal)) == sorted(lessons.SLOT.findall(lesson.reveal))
+
+
+def test_the_article_is_quoted_exactly():
+    """Lesson 6 quotes the seed article's sentence on the reserve's cost word for word."""
+    quote = "batch大小降低到 87% 和降低到 92% 的时候,吞吐差别近乎可见"
+    lesson = {x.slug: x for x in lessons.all_lessons()}["reserve-when-budget-binds"]
+    assert f"“{quote}”" in lesson.body
+    article = (lessons.LESSON_DIR.parent.parent / "shared" / "seed")
+    for path in article.glob("*.md") if article.exists() else ():
+        if "87%" in path.read_text(encoding="utf-8"):
+            assert quote in path.read_text(encoding="utf-8")
