@@ -226,6 +226,6 @@ def test_the_article_is_quoted_exactly():
     lesson = {x.slug: x for x in lessons.all_lessons()}["reserve-when-budget-binds"]
     assert f"“{quote}”" in lesson.body
     article = (lessons.LESSON_DIR.parent.parent / "shared" / "seed")
-    for path in article.glob("*.md") if article.exists() else ():
+    for path in article.glob("*.txt") if article.exists() else ():
         if "87%" in path.read_text(encoding="utf-8"):
             assert quote in path.read_text(encoding="utf-8")
