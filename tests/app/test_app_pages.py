@@ -255,22 +255,26 @@ def test_a_bad_lesson_link_says_so():
     at = on_page("pages/workshop.py", lesson="nonexistent")
     assert not at.exception
     assert "nonexistent" in notes(at)
-    assert at.selectbox(key="lesson").value == "inversion-appears"
+    assert at.selectbox(key="lesson").value == "primer"
 
 
 def test_workshop_reveal_after_run():
+    """The first lesson is the primer: a prediction, then its picture of one step, the reveal with
+    the run's numbers, and the prompt."""
     at = fresh()
     at.switch_page("pages/workshop.py").run()
-    q = at.radio(key="ws_q_inversion-appears")
+    assert any("**Token budget**" in m.value for m in at.markdown)  # the vocabulary, before the run
+    q = at.radio(key="ws_q_primer")
     q.set_value(q.options[0]).run()
-    at.button(key="ws_run_inversion-appears").click().run()
+    at.button(key="ws_run_primer").click().run()
     assert not at.exception
     assert any("The simulation says" in i.value for i in at.info)
     assert at.dataframe and at.get("plotly_chart")
+    assert any("Over the whole run P0 requests spent" in m.value for m in at.markdown)
     assert any("Discuss" in m.value for m in at.markdown)
 
 
-@pytest.mark.parametrize("slug", ["no-alarm", "reserve-when-budget-binds", "inheritance-disappoints"])
+@pytest.mark.parametrize("slug", ["primer", "no-alarm", "reserve-when-budget-binds", "inheritance-disappoints"])
 def test_presenter_mode_runs_a_lesson_with_its_chart(slug):
     at = on_page("pages/workshop.py", lesson=slug, present="true")
     assert not at.exception and at.toggle(key="present").value is True
@@ -534,7 +538,7 @@ def test_chinese_playground_says_what_happened_and_links_keep_the_language():
 def test_chinese_workshop_lesson_runs_with_its_chart():
     at = on_page("pages/workshop.py", lang="zh", lesson="no-alarm", present="true")
     assert not at.exception
-    assert at.subheader[0].value.startswith("3. 哪个告警会响？")
+    assert at.subheader[0].value.startswith("4. 哪个告警会响？")
     at.button(key="ws_run_no-alarm").click().run()
     assert not at.exception and at.get("plotly_chart")
     assert any("**讨论**" in m.value for m in at.markdown)

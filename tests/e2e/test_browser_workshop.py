@@ -26,7 +26,7 @@ def test_a_lesson_opens_beside_the_users_scenario_and_can_lend_it_its_own(page, 
     puts the lesson's run there (and it stays across pages); "Back to your scenario" undoes it."""
     open_app(page, f"{app_url}/workshop?lesson=reserve-when-budget-binds&present=true&reserve=512")
     main = page.get_by_test_id("stMain")
-    title = "6. What does a token reserve buy, and what does it cost?"
+    title = "7. What does a token reserve buy, and what does it cost?"
     expect(main.get_by_role("heading", name=title)).to_be_visible()
     assert sidebar_scenario(page) == "default"
     main.get_by_text("Link to this lesson").click()
@@ -78,7 +78,7 @@ def test_the_chinese_ui_renders_and_the_switch_is_in_the_url(page, app_url, shot
     page.get_by_role("link", name="工作坊").click()
     wait_idle(page)
     expect(page).to_have_url(re.compile(r"/workshop\?.*lang=zh"))
-    expect(main.get_by_role("heading", name="1. FCFS 能保护 P0 吗？")).to_be_visible()
+    expect(main.get_by_role("heading", name="1. 引擎的一步里发生了什么？")).to_be_visible()
     main.get_by_test_id("stRadio").filter(has_text="先预测").get_by_role("radio").nth(1).click(force=True)
     wait_idle(page)
     main.get_by_role("button", name="运行", exact=True).click()

@@ -136,7 +136,7 @@ def test_lessons_parse_in_order():
     items, broken = lessons.safe_lessons()
     assert broken == []
     assert [lesson.slug for lesson in items] == [
-        "inversion-appears", "fill-what-fits", "no-alarm", "why-is-p0-waiting", "inheritance-disappoints",
+        "primer", "inversion-appears", "fill-what-fits", "no-alarm", "why-is-p0-waiting", "inheritance-disappoints",
         "reserve-when-budget-binds", "kv-reserve", "kv-caps", "cap-long-requests", "separate-replicas",
         "when-not-to-prioritise"]
     for lesson in items:
