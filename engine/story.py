@@ -128,7 +128,10 @@ def of_lesson(path: str | Path) -> Story:
         raise ScenarioError(f"{path.name}: not a lesson (a YAML header between --- lines): {err}") from None
     if not isinstance(h, Mapping) or "scenario" not in h:
         raise ScenarioError(f"{path.name}: a lesson header names its scenario")
-    return parse({"runs": h.get("runs"), "claims": h.get("claims")}, str(h["scenario"]), path.stem, path.name)
+    data = {"runs": h.get("runs"), "claims": h.get("claims")}
+    if h.get("edge"):
+        data["edge"] = h["edge"]
+    return parse(data, str(h["scenario"]), path.stem, path.name)
 
 
 def shipped() -> list[Story]:

@@ -427,11 +427,11 @@ class Codec:
         parts = []
         for short, v in list(changed.items())[:limit]:
             p = self.by_short[short]
-            who = p.section.split(":", 1)[1] + ": " if p.section.startswith("class:") else ""
-            parts.append(f"{who}{_(p.label)} = {fmt_value(p, v) or '—'}")
+            who = _("{cls}: ").format(cls=p.section.split(":", 1)[1]) if p.section.startswith("class:") else ""
+            parts.append(_("{who}{label} = {value}").format(who=who, label=_(p.label), value=fmt_value(p, v) or "—"))
         if len(changed) > limit:
             parts.append(_("{n} more").format(n=len(changed) - limit))
-        return ", ".join(parts)
+        return _(", ").join(parts)
 
     def encode(self, values: dict[str, Any], preset: str) -> dict[str, str]:
         """{short: text} for a share link: the preset (unless default) and changed values only."""

@@ -111,7 +111,7 @@ def timeline(requests: pd.DataFrame, waits: pd.DataFrame, episodes: pd.DataFrame
         seg = w[w["reason"] == r.label]
         if len(seg):
             xs, ys = _segments(seg["start_s"], seg["end_s"], seg["request"].map(y_of))
-            data.append(_line(xs, ys, _("waiting: {reason}").format(reason=r.label), look(r.label).color, 10,
+            data.append(_line(xs, ys, _("waiting: {reason}").format(reason=look(r.label).name), look(r.label).color, 10,
                               group="waits"))
     ep = episodes[episodes["request"].isin(ids) & (episodes["end_s"] >= lo) & (episodes["start_s"] <= hi)]
     if len(ep):

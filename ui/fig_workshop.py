@@ -27,8 +27,18 @@ def runs_bars(labels: list[str], summaries: list[dict], slos: dict[str, float | 
     """P99 TTFT per class (one panel each, own scale), one bar per run; the SLO as a dotted line.
     A class with requests turned away (rejected or unfinished) says so on its bar."""
     classes = list(summaries[0]["classes"]) if summaries else []
+
+    def title(c: str) -> str:
+        slo = slos.get(c)
+        return (_("{cls} · P99 TTFT (s), SLO {s} s").format(cls=c, s=f"{slo:g}") if slo is not None
+                else _("{cls} · P99 TTFT (s)").format(cls=c))
+
     fig = make_subplots(rows=1, cols=max(len(classes), 1), horizontal_spacing=0.06,
-                        subplot_titles=[_("{cls} · P99 TTFT (s)").format(cls=c) for c in classes])
+                        subplot_titles=[title(c) for c in classes])
+    ticks = [str(k + 1) for k in range(len(labels))]  # runs by number under the bars, named in the legend
+    for k, label in enumerate(labels):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{k + 1} · {label}",
+                                 marker=dict(color=RUN_COLORS[k % len(RUN_COLORS)], size=12, symbol="square")))
     for j, name in enumerate(classes, start=1):
         ys, texts = [], []
         for s in summaries:
@@ -39,14 +49,13 @@ def runs_bars(labels: list[str], summaries: list[dict], slos: dict[str, float | 
             texts.append(f"{v:.3g} s" if v is not None else "–")
             if lost:
                 texts[-1] += " · " + _("{n} not served").format(n=lost)
-        fig.add_trace(go.Bar(x=labels, y=ys, text=texts, textposition="outside", cliponaxis=False,
+        fig.add_trace(go.Bar(x=ticks, y=ys, text=texts, textposition="outside", cliponaxis=False,
                              marker_color=[RUN_COLORS[k % len(RUN_COLORS)] for k in range(len(labels))],
-                             showlegend=False, name=name,
-                             hovertemplate="%{x}: %{y:.3g} s<extra>" + name + "</extra>"), row=1, col=j)
+                             showlegend=False, name=name, customdata=labels,
+                             hovertemplate="%{customdata}: %{y:.3g} s<extra>" + name + "</extra>"), row=1, col=j)
         slo = slos.get(name)
-        if slo is not None:
-            fig.add_hline(y=slo, line=dict(color=class_color(classes, name), dash="dot", width=1.5), row=1, col=j,
-                          annotation_text=_("SLO {s} s").format(s=f"{slo:g}"), annotation_position="top left")
+        if slo is not None:  # the line only: its value is in the panel's title, where no bar covers it
+            fig.add_hline(y=slo, line=dict(color=class_color(classes, name), dash="dot", width=1.5), row=1, col=j)
         fig.update_xaxes(tickangle=0, row=1, col=j)
         fig.update_yaxes(rangemode="tozero", row=1, col=j)
     return _style(fig, 380)

@@ -3,7 +3,8 @@
 - `timeline`: an excerpt of the inversion timeline of one run (the story view, where it happens);
 - `bars`: P99 TTFT per class, one bar per run;
 - `sweep`: P99 curves against a knob (`ui.fig_sweep`), run on the lesson's scenario;
-- `dashboard`: the usual dashboard beside the top class's P99 (`ui.fig_workshop`).
+- `dashboard`: the usual dashboard beside the top class's P99 (`ui.fig_workshop`);
+- `step`: one engine step of one run — budget, KV cache, queue (`ui.fig_primer`, the primer's).
 Pure: results and summaries in, a plotly figure out; the sweep's points are run by the caller.
 """
 
@@ -12,9 +13,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from engine import Result, derived
-from engine.scenario import Scenario
+from engine.scenario import Scenario, device_batch_defaults
 
 from . import fig_workshop, inversions
+from .fig_primer import step_picture, teaching_step
 from .fig_sweep import p99_panels
 from .fig_timeline import timeline
 from .i18n import _
@@ -51,6 +53,12 @@ def figure(lesson: Lesson, scenarios: list[Scenario], results: list[Result], lab
         fig.update_layout(title=dict(text=_("Inversion timeline: {run}").format(run=labels[k]), x=0,
                                      font=dict(size=15)), margin=dict(t=50))
         return fig
+    if kind == "step":
+        k = int(ch.get("run", 0))
+        res, sc = results[k], scenarios[k]
+        budget = device_batch_defaults(sc.scheduler, sc.hardware)[0].max_num_batched_tokens
+        step = teaching_step(res.steps, res.waits, res.class_names[0])
+        return step_picture(step, int(budget), res.memory.usable_blocks, res.class_names)
     if kind == "dashboard":
         ks = [int(k) for k in ch.get("runs", [0, 1])]
         series = {labels[k]: derived.dashboard_series(results[k]) for k in ks}

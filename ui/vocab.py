@@ -19,6 +19,14 @@ class ReasonLook:
     color: str
     short: str  # fits in a sentence: "Top reasons: <short> (3.1 s)"
     explain: str  # the engine's full sentence
+    name: str = ""  # a legend's name: the code in English (the vocabulary), a word in other languages
+
+
+# The codes as legend names: English shows the code itself (DESIGN.md's vocabulary); the catalogue
+# gives other languages a word for it, so a Chinese legend never shows `head_of_line`.
+_NAMES = {Reason.NONE: N_("none"), Reason.KV_SHORT: N_("kv_short"), Reason.TOKEN_BUDGET: N_("token_budget"),
+          Reason.MAX_SEQS: N_("max_seqs"), Reason.HEAD_OF_LINE: N_("head_of_line"), Reason.RESERVE: N_("reserve"),
+          Reason.CLASS_CAP: N_("class_cap"), Reason.PREEMPTED: N_("preempted"), Reason.GATEWAY: N_("gateway")}
 
 
 # Warm and neutral hues only: the classes own red, blue and purple (ui.figures.CLASS_COLORS),
@@ -36,7 +44,7 @@ _COLORS_AND_PHRASES: dict[Reason, tuple[str, str]] = {
 }
 
 REASONS: dict[Reason, ReasonLook] = {
-    r: ReasonLook(color, short, EXPLAIN.get(r, short)) for r, (color, short) in _COLORS_AND_PHRASES.items()
+    r: ReasonLook(color, short, EXPLAIN.get(r, short), _NAMES[r]) for r, (color, short) in _COLORS_AND_PHRASES.items()
 }
 
 
@@ -45,10 +53,11 @@ def look(label: str) -> ReasonLook:
     The phrases in the current language (the engine's sentences are extracted for translation by
     `ui.i18n_extract`)."""
     try:
-        r = REASONS[Reason[str(label).upper()]]
+        reason = Reason[str(label).upper()]
     except KeyError:
-        r = REASONS[Reason.NONE]
-    return ReasonLook(r.color, _(r.short), _(r.explain))
+        reason = Reason.NONE
+    r = REASONS[reason]
+    return ReasonLook(r.color, _(r.short), _(r.explain), _(_NAMES[reason]))
 
 
 def shown() -> list[Reason]:

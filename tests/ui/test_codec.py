@@ -36,6 +36,14 @@ def test_changes_are_described_for_the_header(c):
     more = {**values, "reserve": 512, "inherit": True, "p2_cap": 4096}  # named in the sidebar's order
     assert c.describe_changes(more, limit=2) == \
         "Scheduling policy = priority, Token reserve for the top priority = 512, 3 more"
+    from ui import i18n
+
+    try:
+        i18n.set_language("zh")
+        zh = c.describe_changes(values)
+    finally:
+        i18n.set_language("en")
+    assert zh.startswith("调度策略为 priority、P0：") and ", " not in zh and " = " not in zh, zh
 
 
 def test_scenario_matches_the_cli_overrides(c):
@@ -59,10 +67,12 @@ def test_zero_means_none_for_optional_caps(c):
 
 
 def test_lognormal_prompt_keeps_its_shape(c):
-    o = c.overrides({**c.defaults, "p2_pro": 16000})
-    assert o["classes.P2.prompt.median"] == 16000
-    assert o["classes.P2.prompt.p90"] == pytest.approx(32000)
-    assert o["classes.P2.prompt.max"] == 48000
+    """The slider sets the median; p90 and max keep their ratio to it (default: 12k / 20k / 24k)."""
+    p = load("default").classes["P2"].prompt
+    o = c.overrides({**c.defaults, "p2_pro": 2 * p.median})
+    assert o["classes.P2.prompt.median"] == 2 * p.median
+    assert o["classes.P2.prompt.p90"] == pytest.approx(2 * p.p90)
+    assert o["classes.P2.prompt.max"] == pytest.approx(2 * p.max)
 
 
 @pytest.mark.parametrize("short, text", [

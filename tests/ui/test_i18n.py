@@ -11,7 +11,7 @@ import pytest
 from babel.messages.pofile import read_po
 
 from engine import load, simulate
-from ui import i18n, i18n_tool, lessons, text
+from ui import i18n, i18n_tool, lessons, text, vocab
 from ui.i18n import _
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -92,9 +92,43 @@ def test_lessons_and_what_happened_come_out_in_chinese():
         assert all(CJK.search(line) for line in story)
     finally:
         i18n.set_language("en")
-    assert lessons.localized(lessons.all_lessons()[0]).title == "Inversion appears"
+    assert lessons.localized(lessons.all_lessons()[0]).title == "What happens in one engine step?"
 
 
 def test_markdown_paragraphs_are_the_units_of_translation():
     assert i18n.paragraphs("a\nb\n\n\n- x\n- y\n") == ["a\nb", "- x\n- y"]
     assert i18n.translate_markdown("Not a message\n\nAlso not") == "Not a message\n\nAlso not"
+
+
+CJK_CHAR = r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]"
+ASCII_BESIDE_CJK = re.compile(rf"(?<={CJK_CHAR})[,:;?!(]|[,:;?!)](?={CJK_CHAR})|(?<={CJK_CHAR}) [,:;]")
+RAW_CODE = re.compile(r"(?<![`{\w])(kv_short|token_budget|max_seqs|head_of_line|class_cap)(?![`}\w])")
+
+
+def test_the_chinese_catalogue_uses_full_width_punctuation_and_no_raw_codes():
+    """Chinese text takes full-width commas, colons and brackets beside Chinese characters, and
+    names wait reasons in words (a code may appear in backticks, as code). Placeholders, code
+    spans, Markdown links, formulas such as max(a, b) and quotations (the article's own words,
+    quoted exactly) are left out of the check."""
+    from babel.messages.pofile import read_po
+
+    with i18n.po_path("zh").open("rb") as f:
+        cat = read_po(f)
+    bad = []
+    for m in cat:
+        for t in ([m.string] if isinstance(m.string, str) else list(m.string)):
+            if not t:
+                continue
+            bare = re.sub(r"\{[^}]*\}|`[^`]*`|\]\([^)]*\)|[A-Za-z_]+\([^)]*\)|“[^”]*”", "", t)  # … and quotes
+            if ASCII_BESIDE_CJK.search(bare) or RAW_CODE.search(bare):
+                bad.append(t[:80])
+    assert not bad, bad
+
+
+def test_a_chinese_timeline_legend_names_reasons_in_words():
+    try:
+        i18n.set_language("zh")
+        assert vocab.look("head_of_line").name == "队首阻塞"
+    finally:
+        i18n.set_language("en")
+    assert vocab.look("head_of_line").name == "head_of_line"

@@ -13,6 +13,7 @@ def test_every_reason_has_every_entry():
         assert re.fullmatch(r"#[0-9a-f]{6}", look.color), r
         assert look.short and len(look.short) < 50, r
         assert look.explain == EXPLAIN.get(r, look.short)
+        assert look.name == r.label  # in English a legend names the reason by its code
     colors = [vocab.REASONS[r].color for r in vocab.shown()]
     assert len(set(colors)) == len(colors)  # each reason tells itself apart on the timeline
 
