@@ -85,6 +85,7 @@ def scenario_from_upload(name: str, data: bytes, limits: WorkLimits = INTERACTIV
     name = clip(name or "upload.yaml", 80)
     try:
         raw = parse_yaml(_text(name, data, MAX_SCENARIO_BYTES, ScenarioError), name)
+        raw.pop("story", None)  # a shipped file's story (engine.story) is not part of the scenario, as load_raw
         raw.setdefault("name", _stem(name, "uploaded"))
         if "base" in raw:
             raise ScenarioError(_("{name}: an uploaded scenario cannot start from another (`base`); download the "

@@ -17,6 +17,18 @@ def test_scenario_upload_round_trips_the_download():
     assert from_dict(raw).key() == load("default").key()
 
 
+def test_a_shipped_scenario_file_uploads_without_its_story():
+    """A shipped file carries a `story:` section (what its runs show, engine.story); the scenario
+    itself does not, so an upload of the file is the scenario, as loading it by name is."""
+    from engine import load
+    from engine.scenario import SCENARIO_DIR
+
+    text = (SCENARIO_DIR / "default.yaml").read_bytes()
+    assert b"story:" in text
+    raw = uploads.scenario_from_upload("default.yaml", text)
+    assert "story" not in raw and from_dict(raw).key() == load("default").key()
+
+
 @pytest.mark.parametrize("data, needle", [
     (b"a: [1, 2", "not valid YAML"),
     (b"- just a list", "mapping"),
