@@ -55,7 +55,9 @@ def kpi_row(kpis: list[Kpi], cols: int | None = None) -> None:
     columns = st.columns(cols or len(kpis))
     for col, k in zip(columns, kpis):
         col.metric(k.label, k.value, k.delta, delta_color=k.delta_color if k.delta else "off", border=True,
-                   delta_arrow=k.arrow, help=k.help)
+                   delta_arrow=k.arrow, help=k.help, delta_description=k.description if k.delta else None)
+        if k.note:
+            col.caption(k.note)
 
 
 def description(sc) -> None:

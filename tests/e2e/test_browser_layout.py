@@ -29,7 +29,7 @@ def cut_off(page) -> list[str]:
 
 @pytest.mark.parametrize("path, name", [("/?policy=priority&reserve=1024&p2_cap=4096", "playground"),
                                         ("/memory", "memory"), ("/compare", "compare"),
-                                        ("/p99?sw_pts=3&sw_seeds=1", "p99"),
+                                        ("/p99?sw_pts=3&seeds=1", "p99"),
                                         ("/timeline", "timeline")])
 def test_nothing_is_cut_off_at_1280_px(page, app_url, shots, path, name):
     open_app(page, f"{app_url}{path}")
@@ -95,7 +95,7 @@ def share_link(page) -> str:
 
 
 @pytest.mark.parametrize("path, key, check", [
-    ("/p99?sw_knob=cap&sw_pts=4&sw_seeds=1&policy=priority", "sw_knob", ".st-key-sw_knob"),
+    ("/p99?sw_knob=cap&sw_pts=4&seeds=1&policy=priority", "sw_knob", ".st-key-sw_knob"),
     ("/compare?cmp_n=2&c2_name=Buffer&c2_res=2048", "c2_name", ".st-key-c2_name"),
     ("/workshop?lesson=kv-caps", "lesson", ".st-key-lesson"),
     ("/timeline?preset=classic-inversion&tl_show=all&tl_from=10&tl_to=40&tl_req=48", "tl_req", ".st-key-tl_req"),
