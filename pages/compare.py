@@ -3,7 +3,8 @@
 import streamlit as st
 
 from engine import ScenarioError
-from ui import figures, kpis, layout, limits, over_seeds, runs, text, views, viewstate
+from engine.evidence import default_seeds
+from ui import capacity_live, figures, kpis, layout, limits, over_seeds, runs, text, views, viewstate
 from ui.codec import POLICIES
 from ui.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
 from ui.i18n import _
@@ -71,6 +72,9 @@ def kpi_table(overs: dict[str, kpis.Over]) -> None:
 
 
 over_seeds.show({name: (s, results[name]) for name, s in configs.items()}, lab.seeds, kpi_table, "cmp_numbers")
+st.subheader(_("What each configuration costs: capacity"))
+capacity_live.show({shown(k): s for k, s in configs.items()}, shown(SIDEBAR), tuple(default_seeds(sc.seed, lab.seeds)),
+                   "cmp_capacity")
 st.subheader(_("Time to first token, per class"))
 st.caption(_("The shown run of each configuration: seed {seed} (the figures above are over {n} seeds).").format(
     seed=sc.seed, n=lab.seeds))

@@ -3,10 +3,11 @@
 import streamlit as st
 
 from engine.evidence import default_seeds
-from ui import layout, live, runs, views, viewstate
+from ui import capacity_live, layout, live, runs, views, viewstate
 from ui.i18n import _
 from ui.state import current
 from ui.sweeps import KNOBS, values_for
+from ui.variants import baseline, has_remedies
 
 lab = current()
 sc = lab.scenario
@@ -63,6 +64,15 @@ if not plan.points:
 slos = {c: (sc.classes[c].slo.ttft_s if c in sc.classes else None) for c in classes}
 label = f"{_(knob.label)} ({unit})" + (f" — {cls}" if knob.per_class else "")
 live.sweep(plan, classes, label, slos, (lo, hi), unit)
+
+st.subheader(_("What the remedies cost: capacity"))
+if has_remedies(sc):
+    capacity_live.show({_("without remedies"): baseline(sc), _("this scenario"): sc}, _("without remedies"), seeds,
+                       "p99_capacity")
+else:
+    st.caption(_("No remedy is on: the capacity below is the scenario's own; turn one on in the sidebar to see what it "
+                 "costs."))
+    capacity_live.show({_("this scenario"): sc}, None, seeds, "p99_capacity")
 
 with st.expander(_("Size a reserve for this traffic"), icon=":material/straighten:"):
     from ui.sizing_view import panel

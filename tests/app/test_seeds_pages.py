@@ -1,6 +1,8 @@
 """AppTest: the pages' figures over N seeds — the sidebar's seeds control and its link value, the
-"better on k of N seeds" of a comparison, and the "n < 100 requests" beside a thin percentile."""
+"better on k of N seeds" of a comparison, the "n < 100 requests" beside a thin percentile, and the
+capacity table of the P99 page and Compare."""
 
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -88,3 +90,42 @@ def test_compare_says_on_how_many_seeds_a_configuration_is_better():
     table = at.dataframe[0].value
     cells = " ".join(str(v) for v in table.to_numpy().ravel())
     assert "of 3 seeds" in cells and "better on" in cells
+
+
+def capacity_table(at: AppTest, timeout_s: float = 240.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        tables = [d.value for d in at.dataframe if "capacity (× the offered load)" in d.value.columns]
+        if tables and not any("…" in str(v) for v in tables[0].to_numpy().ravel()):
+            return tables[0]
+        assert time.monotonic() < deadline, "the capacity search did not settle"
+        time.sleep(0.5)
+        at.run()
+        assert not at.exception
+
+
+def test_the_p99_page_shows_a_remedy_s_cost_as_capacity():
+    # budget-bound (priority) with a 2,048-token reserve, against vLLM's FCFS without it: FCFS
+    # misses P0's 0.6 s at every load down to 1/8, the reserve carries about the offered load
+    at = on_page("pages/p99.py", preset="budget-bound", reserve="2048", seeds="2", sw_pts="3")
+    assert not at.exception
+    table = capacity_table(at).set_index("configuration")
+    assert list(table.index) == ["without remedies", "this scenario"]
+    assert table.at["without remedies", "capacity (× the offered load)"] == "< 0.125×"
+    assert float(table.at["this scenario", "capacity (× the offered load)"].rstrip("×")) > 0.5
+    assert table.at["this scenario", "capacity change per GPU"] == "more (without: < 0.125×)"
+    assert table.at["this scenario", "GPUs for this traffic"] == "1"
+    for col in ("batch fill at 1×", "KV use at 1×"):
+        assert table[col].str.endswith("%)").all()  # the mean with the seeds' min–max
+    assert any(c.startswith("without remedies fails at 0.125×: P0: P99 TTFT") for c in captions(at))
+
+
+def test_compare_shows_each_configuration_s_capacity_against_the_sidebar_s():
+    at = on_page("pages/compare.py", preset="budget-bound", seeds="1", cmp_n="2", c2_name="Reserve",
+                 c2_pol="priority", c2_res="2048")
+    assert not at.exception
+    table = capacity_table(at).set_index("configuration")
+    assert list(table.index) == ["Sidebar", "Reserve"]
+    assert table.at["Sidebar", "capacity change per GPU"] == "–"
+    change = table.at["Reserve", "capacity change per GPU"]
+    assert change == "no change" or change.endswith(" %") or change.startswith(("more", "less")), change

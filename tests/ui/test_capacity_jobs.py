@@ -89,7 +89,7 @@ def test_background_wishes_wait_for_every_foreground_one():
         pool.close()
 
 
-def test_a_capacity_job_finds_what_the_cli_finds():
+def test_a_capacity_job_finds_what_the_cli_finds_and_the_table_says_it():
     from engine import capacity
     from engine.sweep_exec import LocalBackend
     from ui.capacity_jobs import Jobs, Spec
@@ -120,3 +120,14 @@ def test_a_capacity_job_finds_what_the_cli_finds():
         assert f["capacity"] == cli_found["capacity"] and f["change_pct"] == cli_found["change_pct"]
         assert f["settled"] and f["capacity"] is not None
         assert f["tested"] == cli_found["tested"]  # the same loads, in the same order of rounds
+    from ui import capacity_table
+
+    table = capacity_table.table(["no reserve", "reserve"], found)
+    assert list(table["configuration"]) == ["no reserve", "reserve"]
+    pct = found[1]["change_pct"]
+    assert table["capacity change per GPU"].iloc[1] == ("no change" if abs(pct) < 0.5 else
+                                                         f"{pct:+.0f} %".replace("-", "−"))
+    assert not any("…" in str(v) for v in table.to_numpy().ravel())  # settled: no search still open
+    assert table["capacity change per GPU"].iloc[0] == "–"  # the reference itself
+    assert table["capacity (× the offered load)"].iloc[1] == f"{found[1]['capacity']:.3g}×"
+    assert table["batch fill at 1×"].str.endswith(")").all()  # the seeds' min–max beside the mean
