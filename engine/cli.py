@@ -1,5 +1,5 @@
-"""Command line: `python -m engine run|list|validate|bench|sweep|plan|capacity` (sweep and plan:
-engine.sweep_cli; capacity: engine.capacity_cli).
+"""Command line: `python -m engine run|list|validate|bench|sweep|plan|capacity|story` (sweep and
+plan: engine.sweep_cli; capacity: engine.capacity_cli; story: engine.story_cli).
 
 Errors in scenarios, overrides or traces print one line to stderr and exit with code 2; so does a
 scenario whose estimated work is over the default cap (`--no-work-limit` lifts it). Anything else
@@ -22,6 +22,8 @@ from .literal import clip
 from .metrics import clean
 from .preflight import preflight
 from .scenario import ScenarioError, bench_names, load, load_with_sets, scenario_names
+from .story_cli import COMMANDS as STORY_COMMANDS
+from .story_cli import add_parser as add_story_parser
 from .sweep_cli import COMMANDS as SWEEP_COMMANDS
 from .sweep_cli import add_parsers as add_sweep_parsers
 from .traces import TraceError
@@ -62,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="skip the 100k-request run")
     add_sweep_parsers(sub)
     add_capacity_parser(sub)
+    add_story_parser(sub)
     return p
 
 
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS,
-                    **CAPACITY_COMMANDS}
+                    **CAPACITY_COMMANDS, **STORY_COMMANDS}
         return commands[args.cmd](args)
     except WorkLimitError as err:
         return _fail(f"{err}{NO_LIMIT_HINT}", 2)

@@ -63,18 +63,22 @@ def take_early(sched) -> list[int]:
     count decide nothing). Then the replica can run the steps that follow as one. Returns
     who finished.
 
-    With a prefix cache it must also leave the free queue as the call would: the growth comes
-    from blocks without a hash (freeing first would put the finished requests' unhashed blocks
-    at the front and spare a cached block the call evicts), and no shareable block waits to be
-    registered by the outputs (`take` registers them at the end of the call)."""
+    With a prefix cache it must also leave the free queue as the call would. The call's decode
+    growth takes its blocks before the outputs free anything, evicting cached blocks from the
+    front of the free queue if the blocks without a hash do not suffice; freeing first would put
+    the finished requests' unhashed blocks there and spare a cached block the call evicts. So
+    that eviction is done here, first (the call's growth then finds its blocks without evicting
+    again). And no shareable block may wait to be registered by the outputs (`take` registers
+    them at the end of the call)."""
     if not (sched._outputs and sched._outputs[1]) or sched.queue.order:
         return []
     run, pool, cache = sched.running, sched.pool, sched.cache
-    grow = run.crossings()
-    if run.n_dec != len(run.ids) or not pool.fits(grow):
+    if run.n_dec != len(run.ids) or not pool.fits(run.crossings()):
         return []
-    if cache is not None and (cache.hashing or sum(grow) > pool.capacity - pool.used - cache.n_cached):
-        return []
+    if cache is not None:
+        if cache.hashing:
+            return []
+        cache.take(sum(run.call_growth()), pool.capacity - pool.used)  # the call's eviction, in its order
     (t_end, done), sched._outputs = sched._outputs, None  # (nobody was preempted since)
     sched._retire(sorted(run.ids.index(i) for i in done), t_end)
     return done

@@ -158,6 +158,13 @@ class RunningSet:
         grow = -(-(comp + alloc) // self.bs) - (-(-comp // self.bs))
         return Plan(False, n, (F[ONEHOT:, :n] @ grow).tolist(), used_r, int(alloc.sum()) - used_r, alloc, from_r)
 
+    def call_growth(self) -> list[int]:
+        """Per class: the new blocks the next call's decode tokens need (done requests take none)."""
+        grow = self.crossings()
+        if self.done:
+            self._minus_done(grow)
+        return grow
+
     def _minus_done(self, grow: list[int]) -> tuple[int, int]:
         """The decoders other than the done requests: (how many, of the top class); `grow` (per
         class, from `crossings`) loses the done requests that would have needed a block."""

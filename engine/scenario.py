@@ -577,6 +577,7 @@ def load_raw(name_or_path: str, _seen: tuple[str, ...] = (), allow_dirs: tuple[P
     path = resolve_path(name_or_path)
     roots = allow_dirs if _seen else (path.parent, SCENARIO_DIR, *(allow_dirs or ()))
     data = read_yaml(path)
+    data.pop("story", None)  # what the file's runs show (engine.story), not part of the scenario; never inherited
     _anchor_paths(data, path.parent, roots)
     base = data.pop("base", None)
     if base is not None:

@@ -48,10 +48,12 @@ def figure_html(fig: go.Figure) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
 
 
-def lesson_html(n: int, lesson: Lesson, start_min: int, numbers: pd.DataFrame, fig: go.Figure | None,
-                claims: list[tuple[bool, str]], article: str | None = None) -> str:
+def lesson_html(n: int, lesson: Lesson, start_min: int, numbers: pd.DataFrame | None, fig: go.Figure | None,
+                claims: list[tuple[bool, str]], article: str | None = None, answers: bool = True) -> str:
     """One lesson's section (`lesson` already in the page's language). The labels are looked up
-    outside the f-strings, where the message extractor can see them."""
+    outside the f-strings, where the message extractor can see them. Without `answers` (the
+    participants' copy) it stops at the question and the discussion prompts: no answer, reveal,
+    numbers, chart or claims to read before predicting."""
     meta = _("{m} min · from minute {start}").format(m=lesson.minutes, start=start_min)
     t = {"scenario": _("Scenario"), "goal": _("Goal"), "predict": _("Predict"), "says": _("The simulation says"),
          "claims": _("Claims checked against the runs"), "discuss": _("Discussion")}
@@ -62,9 +64,13 @@ def lesson_html(n: int, lesson: Lesson, start_min: int, numbers: pd.DataFrame, f
              md(lesson.body),
              f"<p><b>{t['predict']}:</b> {esc(lesson.question)}</p><ol type='A'>"
              + "".join(f"<li>{esc(o)}</li>" for o in lesson.options) + "</ol>",
-             f"<p class='answer'><b>{t['says']}:</b> {esc(lesson.options[lesson.answer])}</p>",
-             f"<p>{esc(lesson.reveal)}</p>",
-             table_html(numbers)]
+             ]
+    if not answers:
+        parts.append(f"<p><b>{t['discuss']}</b></p><ol>" + "".join(f"<li>{esc(p)}</li>" for p in lesson.prompts)
+                     + "</ol>")
+        return "\n".join(parts)
+    parts += [f"<p class='answer'><b>{t['says']}:</b> {esc(lesson.options[lesson.answer])}</p>",
+              f"<p>{esc(lesson.reveal)}</p>", table_html(numbers)]
     if article:
         parts.append(f"<p>{esc(article)}</p>")
     if fig is not None:
@@ -77,10 +83,11 @@ def lesson_html(n: int, lesson: Lesson, start_min: int, numbers: pd.DataFrame, f
 
 
 def document(sections: list[str], agenda: pd.DataFrame, recap: pd.DataFrame | None, recap_fig: go.Figure | None,
-             total_min: int) -> str:
+             total_min: int, answers: bool = True) -> str:
     from plotly.offline import get_plotlyjs
 
-    title = _("Priority inversion in LLM serving — workshop handout")
+    title = (_("Priority inversion in LLM serving — workshop handout (presenter's copy, with answers)") if answers
+             else _("Priority inversion in LLM serving — workshop handout"))
     lab, total, agenda_title = _("Inversion Lab"), _("{m} minutes in all").format(m=total_min), _("Agenda")
     recap_title = _("Recap: every remedy on the same traffic")
     head = (f"<!DOCTYPE html><html lang='{esc('zh-CN' if language() == 'zh' else 'en')}'><head><meta charset='utf-8'>"

@@ -17,7 +17,7 @@ def extract_lessons(fileobj, keywords, comment_tags, options):
     text = fileobj.read().decode("utf-8")
     _lead, head, body = text.split("---", 2)
     h = yaml.safe_load(head)
-    for key in ("title", "goal", "question", "reveal"):
+    for key in ("title", "goal", "question", "reveal", "edge"):
         if h.get(key):
             yield 1, None, folded(h[key]), [f"lesson {key}"]
     for opt in h.get("options") or ():

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from engine import Result
+from engine import Result, derived
 from engine.scenario import Scenario
 
-from . import derived, fig_workshop, inversions
+from . import fig_workshop, inversions
 from .fig_sweep import p99_panels
 from .fig_timeline import timeline
 from .i18n import _

@@ -9,7 +9,6 @@ order can change without breaking links. Pure: no streamlit import.
 
 from __future__ import annotations
 
-import operator
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,17 +16,20 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from engine import Result, ScenarioError
+from engine import Result, ScenarioError, claims
 from engine.scenario import Scenario, load, load_raw
 
-from . import codec, derived
+from . import codec
 from .i18n import N_, _, folded, translate_markdown
-from .text import percent, seconds, top_holder_classes
+from .text import percent, seconds
+from .vocab import look
 
 LESSON_DIR = Path(__file__).resolve().parent.parent / "lessons"
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
+OPS = claims.OPS
 CHARTS = ("timeline", "bars", "sweep", "dashboard")
 _PREFIX = re.compile(r"^\d+-")
+# a number in a reveal, filled from the runs: {P0.ttft_p99@2} (run 2's value), {P0.ttft_p99@2/1} (run 2's ÷ run 1's)
+SLOT = re.compile(r"\{([A-Za-z_][\w.]*)@(\d+)(?:/(\d+))?\}")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class Lesson:
     show: tuple[str, ...] = ()
     article: dict | None = None  # {metric, runs: [a, b], says}: the article's illustrative number
     sizing: bool = False  # offer the reserve-sizing aid
+    edge: str = ""  # why a claim marked `edge: true` is on an edge (engine.story)
 
     def scenarios(self) -> list[Scenario]:
         return [load(self.scenario, o) for _label, o in self.runs]
@@ -78,9 +81,15 @@ def parse(path: Path) -> Lesson:
         minutes=int(h.get("minutes", 5)), goal=folded(h.get("goal", "")),
         prompts=tuple(folded(p) for p in h.get("prompts") or ()), chart=chart,
         show=tuple(h.get("show") or ()), article=h.get("article"), sizing=bool(h.get("sizing", False)),
+        edge=folded(h.get("edge", "")),
     )
     if not 0 <= lesson.answer < len(lesson.options):
         raise ValueError("answer is not one of the options")
+    for k, claim in enumerate(lesson.claims):
+        claims.validate(claim, len(lesson.runs), f"claim {k + 1}")
+    for m in SLOT.finditer(lesson.reveal):
+        if any(r is not None and not 1 <= int(r) <= len(lesson.runs) for r in m.groups()[1:]):
+            raise ValueError(f"reveal: {m.group(0)} names a run the lesson does not have (1..{len(lesson.runs)})")
     return lesson
 
 
@@ -91,48 +100,59 @@ def localized(lesson: Lesson) -> Lesson:
         lesson, title=_(lesson.title), question=_(lesson.question), options=tuple(_(o) for o in lesson.options),
         reveal=_(lesson.reveal), body=translate_markdown(lesson.body), goal=_(lesson.goal),
         prompts=tuple(_(p) for p in lesson.prompts), runs=tuple((_(label), o) for label, o in lesson.runs),
-        article=article)
+        article=article, edge=_(lesson.edge) if lesson.edge else "")
 
 
 def all_lessons(folder: Path = LESSON_DIR) -> list[Lesson]:
     return [parse(p) for p in sorted(folder.glob("*.md"))]
 
 
-def metric(res: Result, name: str):
-    """`P0.ttft_p99` (class metric), `throughput_tok_s` (summary), `top_holder` (top class) or a
-    derived number (`dash.kv_use`, `overtaken_later`, `wrong_holder_share`, `replica0.kv_use`)."""
-    s = res.summary
-    if name == "top_holder":
-        top = next(iter(s["classes"].values()))
-        holders = top_holder_classes(res.waits, res.holders, top["priority"])
-        return holders[0][0] if holders else None
-    head = name.split(".", 1)[0]
-    if head in s["classes"]:
-        return s["classes"][head][name.split(".", 1)[1]]
-    if name in s:
-        return s[name]
-    return derived.metric(res, name)
+metric = claims.metric  # the claim language is the engine's (engine.claims): lessons and stories share it
 
 
-def check(claim: dict, results: list[Result]) -> tuple[bool, str]:
-    """(holds, sentence) for one claim against the lesson's results."""
-    v = metric(results[claim["run"]], claim["metric"])
+def fill(text: str, results: list[Result]) -> str:
+    """The reveal with its numbers taken from the runs shown beside it, so the words and the chart
+    cannot disagree: `{P0.ttft_p99@2}` is run 2's value formatted as the reveal table does,
+    `{P0.ttft_p99@2/1}` run 2's value over run 1's (`×2.9`). A number missing from a run (a class
+    with no requests) reads "–"."""
+    def one(m: re.Match) -> str:
+        name, run, over = m.group(1), int(m.group(2)) - 1, m.group(3)
+        v = metric(results[run], name)
+        if over is None:
+            return fmt_metric(name, v)
+        ref = metric(results[int(over) - 1], name)
+        if not isinstance(v, int | float) or not isinstance(ref, int | float) or ref == 0:
+            return "–"
+        r = v / ref
+        return f"×{r:.2g}" if r < 10 else f"×{r:,.0f}"
+
+    return SLOT.sub(one, text)
+
+
+FIELD_LABELS = {  # a class's summary field, in words (`P0.ttft_p99` → "P0 P99 TTFT")
+    "ttft_p99": N_("{cls} P99 TTFT"), "ttft_p50": N_("{cls} median TTFT"), "e2e_p99": N_("{cls} P99 end to end"),
+    "tpot_p50": N_("{cls} median TPOT"), "tpot_p99": N_("{cls} P99 TPOT"), "slo_attainment": N_("{cls} SLO met"),
+    "inversion_s": N_("{cls} inversion time"), "blocked_s": N_("{cls} blocked time"),
+    "cache_hit_rate": N_("{cls} cache hit rate"),
+}
+OP_WORDS = {"<": N_("below"), "<=": N_("at most"), ">": N_("above"), ">=": N_("at least"), "==": N_("equal to")}
+
+
+def check(claim: dict, results: list[Result], labels: list[str] | None = None) -> tuple[bool, str]:
+    """(holds, sentence) for one claim against the lesson's results, in words: "P0 P99 TTFT in
+    fill what fits: 17.2 s — at least 2 × vLLM priority's (5.78 s)"."""
+    verdict = claims.check(claim, results)
+    names = labels or [_("run {n}").format(n=k + 1) for k in range(len(results))]
+    name = claim["metric"]
     if "other" in claim:
-        other = metric(results[claim["other"]], claim["metric"])
-        ref = None if other is None else other * claim.get("factor", 1.0)
+        factor = claim.get("factor", 1.0)
+        rhs = _("{op} {factor}{other}’s ({value})").format(
+            op=_(OP_WORDS[claim["op"]]), factor="" if factor == 1 else f"{factor:g} × ",
+            other=names[claim["other"]], value=fmt_metric(name, verdict.ref))
     else:
-        ref = claim["value"]
-    ok = v is not None and ref is not None and OPS[claim["op"]](v, ref)
-    where = _("run {n}").format(n=claim["run"] + 1)
-    rhs = _fmt(ref)
-    if "other" in claim:
-        rhs = _("{factor} × run {n} = {value}").format(factor=f"{claim.get('factor', 1.0):g}", n=claim["other"] + 1,
-                                                      value=_fmt(ref))
-    return ok, f"{claim['metric']} ({where}) = {_fmt(v)} {claim['op']} {rhs}"
-
-
-def _fmt(v) -> str:
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
+        rhs = f"{_(OP_WORDS[claim['op']])} {fmt_metric(name, verdict.ref)}"
+    return verdict.ok, _("{metric} in {run}: {value} — {rhs}").format(
+        metric=metric_label(name), run=names[claim["run"]], value=fmt_metric(name, verdict.value), rhs=rhs)
 
 
 METRIC_LABELS = {  # extra reveal rows a lesson may ask for (`show:`); formats below
@@ -154,19 +174,29 @@ _SHARE = {"wrong_holder_share", "dash.gpu_busy", "dash.kv_use", "batch_fill", "r
 
 
 def metric_label(name: str) -> str:
-    return _(METRIC_LABELS[name]) if name in METRIC_LABELS else name
+    if name in METRIC_LABELS:
+        return _(METRIC_LABELS[name])
+    head, _dot, tail = name.partition(".")
+    if tail in FIELD_LABELS:
+        return _(FIELD_LABELS[tail]).format(cls=head)
+    return {"alerts": _("Alerts"), "top_holder": _("Main KV holder when it waits"), "top_reason": _("Main wait reason"),
+            "throughput_tok_s": _("Served rate")}.get(name, name)
 
 
 def fmt_metric(name: str, v) -> str:
     if v is None:
         return "–"
-    if name in _SHARE:
+    if name in _SHARE or name.endswith((".slo_attainment", "kv_use", "_share")):
         return f"{v:.1%}" if name == "reserve_idle_token_frac" else percent(v)
-    if name.endswith(("_p99", "_p50")):
+    if name.endswith("throughput") or name == "throughput_tok_s":
+        return f"{v:,.0f} tok/s"
+    if name.endswith(("_p99", "_p50", "_s")) or name.startswith("wait_s."):
         return seconds(v)
+    if name == "top_reason":
+        return look(v).short
     if isinstance(v, float):
         return f"{v:,.1f}"
-    return f"{v:,}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
 
 
 def reveal_table(lesson: Lesson, results: list[Result]) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from engine import Result, from_dict
 from engine.scenario import Scenario, ScenarioError
 from engine.traces import TraceError
 
+from .i18n import _
 from .limits import why_not
 from .pool import RunPool
 from .sweeps import Plan, plan
@@ -48,8 +49,16 @@ def page_workers() -> WorkerExecutor:
     return WorkerExecutor(PAGE_WORKERS, kind="result")
 
 
-@st.cache_data(max_entries=64, max_size="600MB", show_spinner="Simulating…")
 def _cached_run(key: str) -> Result:
+    """A scenario's Result, cached; the spinner in the page's language (a spinner given to the
+    cache decorator is fixed text, English on a Chinese page). Shown after half a second, so a
+    cache hit shows none."""
+    with st.spinner(_("Simulating…")):
+        return _run_cached(key)
+
+
+@st.cache_data(max_entries=64, max_size="600MB", show_spinner=False)
+def _run_cached(key: str) -> Result:
     for _attempt in range(2):  # a worker that died (or was replaced) is started afresh once
         try:  # the Result, its derived frames included
             return page_workers().submit(key, timeout_s=RUN_TIMEOUT_S).result()

@@ -14,6 +14,7 @@ callbacks that set `st.session_state` before the widgets render.
 
 from __future__ import annotations
 
+import functools
 from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,7 +24,7 @@ from engine import ScenarioError, TraceError, scenario_names, to_yaml
 from engine.scenario import load_shipped
 
 from . import codec as codec_mod
-from . import credits, limits, links, runs, seeds, uploads
+from . import credits, i18n, limits, links, runs, seeds, uploads
 from .codec import DEFAULTS_HELP, POLICY_UPSTREAM, Codec, Param
 from .i18n import N_, _
 from .lab import PAGES, Lab
@@ -35,7 +36,6 @@ RAN = "_ran"  # the control values of the last run that succeeded
 REFUSED = "_refused"  # (control, message) of a change that was refused
 REVERT = "_revert"  # a message: the last run failed and the controls went back
 LINK_NOTES = "_link_notes"
-PENDING_LOAD = "_pending_load"  # (preset, values) a page asked for; applied before the controls render
 LANG_KEY = "lang"  # the language switch (ui.i18n), bound to the URL like the controls
 SECTIONS = {"sched": (N_("Scheduler"), ":material/schedule:"), "mit": (N_("Mitigations"), ":material/shield:"),
             "src": (N_("Arrivals"), ":material/input:"),
@@ -79,16 +79,48 @@ def load_scenario(preset: str, values: dict | None = None) -> None:
     set_controls(preset, values)
 
 
+def snapshot() -> tuple[str, dict, dict | None]:
+    """The sidebar's scenario as it stands — (preset, changed controls, the upload or None) — to
+    come back to after a page loaded another (the workshop's "Load this lesson's scenario")."""
+    ss = st.session_state
+    preset = ss.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET)
+    c = codec_of(preset)
+    return preset, c.changed({k: ss.get(k, d) for k, d in c.defaults.items()}), ss.get(UPLOAD_KEY)
+
+
+def restore(snap: tuple[str, dict, dict | None]) -> None:
+    """on_click target: put back a `snapshot`, upload included."""
+    preset, values, raw = snap
+    st.session_state.pop(UPLOAD_KEY, None)
+    if raw:
+        st.session_state[UPLOAD_KEY] = raw
+    set_controls(preset, values, raw=raw)
+
+
+def in_page_language(callback):
+    """Callbacks run before the page's script sets its language (`ui.state`), so a refusal or an
+    upload error written in one would come out in English on a Chinese page."""
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        i18n.set_language(st.session_state.get(LANG_KEY))
+        return callback(*args, **kwargs)
+
+    return run
+
+
+@in_page_language
 def _on_preset() -> None:
     st.session_state.pop(UPLOAD_KEY, None)
     set_controls(st.session_state[codec_mod.PRESET_KEY])
 
 
+@in_page_language
 def _on_reset() -> None:
     preset = st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET)
     set_controls(preset, raw=st.session_state.get(UPLOAD_KEY))
 
 
+@in_page_language
 def _on_control(short: str) -> None:
     """on_change of every control: accept the new value only if the scenario can run with it."""
     ss = st.session_state
@@ -253,11 +285,6 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     presets = scenario_names()
     if "_link_checked" not in ss:
         _judge_link(page, presets)
-    if (pending := ss.pop(PENDING_LOAD, None)) is not None:  # a page following its link (the workshop's lesson)
-        notes = ss.get(LINK_NOTES)
-        load_scenario(*pending)
-        if notes:  # ... keeps what was said about that link
-            ss[LINK_NOTES] = notes
     sb = st.sidebar
     sb.selectbox(_("Scenario"), presets, index=presets.index(codec_mod.DEFAULT_PRESET), key=codec_mod.PRESET_KEY,
                  bind="query-params", on_change=_on_preset, help=_("A shipped scenario; the controls start from it."))
@@ -356,6 +383,7 @@ def _files(lab: Lab) -> None:
         box.button(_("Discard the upload"), on_click=_on_reset_upload, width="stretch")
 
 
+@in_page_language
 def _on_yaml_upload() -> None:
     f = st.session_state.get("_up_yaml")
     if f is None:
@@ -369,6 +397,7 @@ def _on_yaml_upload() -> None:
     set_controls(st.session_state.get(codec_mod.PRESET_KEY, codec_mod.DEFAULT_PRESET), raw=up.raw)
 
 
+@in_page_language
 def _on_trace_upload() -> None:
     f = st.session_state.get("_up_trace")
     if f is None:
@@ -383,6 +412,7 @@ def _on_trace_upload() -> None:
     set_controls(preset, raw=up.raw)
 
 
+@in_page_language
 def _on_reset_upload() -> None:
     st.session_state.pop(UPLOAD_KEY, None)
     st.session_state.pop("_upload_error", None)

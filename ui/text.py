@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from engine.derived import top_holder_classes, top_reasons
+
 from .i18n import N_, _, ngettext
 from .vocab import look
 
@@ -189,26 +191,6 @@ def details_table(summary: dict, base: dict | None) -> pd.DataFrame:
             row[_("without remedies")] = f"{b['rejected']:,} · {b['unfinished']:,}" if b else "–"
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def top_reasons(waits: pd.DataFrame, priority: int, n: int = 3) -> list[tuple[str, float]]:
-    """(reason, seconds) for the top-priority class, most time first."""
-    w = waits[waits["priority"] == priority]
-    if not len(w):
-        return []
-    s = w.groupby("reason", observed=True)["duration_s"].sum().sort_values(ascending=False)
-    return [(str(k), float(v)) for k, v in s.head(n).items() if v > 0]
-
-
-def top_holder_classes(waits: pd.DataFrame, holders: pd.DataFrame, priority: int) -> list[tuple[str, float]]:
-    """Classes of the biggest KV holder the top-priority class waited on, weighted by wait seconds."""
-    first = holders[(holders["rank"] == 0) & ~holders["alert"]]
-    w = waits[waits["priority"] == priority].merge(first[["wait", "class"]], left_on="id", right_on="wait",
-                                                   suffixes=("", "_holder"))
-    if not len(w):
-        return []
-    s = w.groupby(w["class_holder"].astype(str))["duration_s"].sum().sort_values(ascending=False, kind="stable")
-    return [(str(k), float(v)) for k, v in s.items()]
 
 
 def holders_of(holders: pd.DataFrame, wait_id: int) -> list[tuple[int, str, int]]:

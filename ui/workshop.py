@@ -1,25 +1,27 @@
 """The Workshop page's parts: the agenda, one lesson (presenter mode), the recap, the handout.
 
-The lesson is a view setting (`lesson` in the URL); choosing one — from the picker, Previous /
-Next, or a link — loads its scenario into the sidebar, so the sidebar, the page's subtitle and
-every other page follow the lesson, and its share link opens it with that scenario. The lesson's
-own runs do not depend on the sidebar (they are the lesson's contract); the sidebar is there to
-explore from.
+The lesson is a view setting (`lesson` in the URL). A lesson's runs are its own (its scenario and
+overrides: the lesson's contract), so the Workshop never touches the sidebar on its own: opening
+the tab, choosing a lesson or following a link leaves the user's scenario where it was. "Load this
+lesson's scenario" puts the lesson's last run in the sidebar to explore from, and remembers what
+was there; "Back to your scenario" puts it back.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from engine.scenario import load_shipped
 
-from . import handout, lesson_charts, lessons, recap, runs, views, viewstate
+from . import handout, lesson_charts, lesson_evidence, lessons, recap, runs, views, viewstate
 from .fig_workshop import remedies_bars
 from .i18n import _, language
 from .lab import Lab
 from .layout import header
-from .sidebar import PENDING_LOAD, load_scenario, share_url
+from .sidebar import load_scenario, restore, share_url, snapshot
 from .text import plain
 
 RECAP = "recap"
@@ -56,18 +58,26 @@ def agenda(items_: list[lessons.Lesson]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _follow(by_slug: dict[str, lessons.Lesson]) -> None:
-    """on_change / on_click: the sidebar takes the chosen lesson's scenario."""
-    lesson = by_slug.get(st.session_state.get("lesson"))
-    if lesson is not None:
-        load_scenario(lesson.scenario, lesson.load_values())
+BEFORE = "_ws_before"  # the sidebar's scenario before a lesson's was loaded (ui.sidebar.snapshot)
 
 
-def _step(order: list[str], by_slug: dict[str, lessons.Lesson], delta: int) -> None:
+def _load(lesson: lessons.Lesson) -> None:
+    """on_click: the sidebar takes the lesson's last run; what it held is kept to come back to."""
+    st.session_state.setdefault(BEFORE, snapshot())
+    load_scenario(lesson.scenario, lesson.load_values())
+
+
+def _back() -> None:
+    """on_click: the sidebar gets back the scenario it held before the first lesson was loaded."""
+    snap = st.session_state.pop(BEFORE, None)
+    if snap is not None:
+        restore(snap)
+
+
+def _step(order: list[str], delta: int) -> None:
     ss = st.session_state
     i = order.index(ss.get("lesson", order[0])) if ss.get("lesson") in order else 0
     ss["lesson"] = order[max(0, min(len(order) - 1, i + delta))]
-    _follow(by_slug)
 
 
 def page(lab: Lab) -> None:
@@ -85,11 +95,6 @@ def page(lab: Lab) -> None:
     ss = st.session_state
     slug = ss["lesson"]
     lesson = by_slug.get(slug)
-    if lesson is not None and lab.entered and lab.preset != lesson.scenario and "preset" not in st.query_params \
-            and not lab.uploaded and not ss.get("_ws_followed"):
-        ss["_ws_followed"] = True  # a link naming only the lesson: load its scenario, once
-        ss[PENDING_LOAD] = (lesson.scenario, lesson.load_values())
-        st.rerun()
     at = starts(found)
     total = lessons.total_minutes(found, RECAP_MIN)
     number = {s: n for n, s in enumerate(order, 1)}
@@ -107,11 +112,11 @@ def page(lab: Lab) -> None:
         c1, c2, c3, c4 = st.columns([4.4, 1.7, 1.7, 2.2], vertical_alignment="bottom")
         mins = _("{m} min")
         c1.selectbox(_("Lesson"), order, format_func=lambda s: f"{names[s]} · {mins.format(m=minutes(s))}",
-                     key="lesson", on_change=_follow, args=(by_slug,))
+                     key="lesson")
         c2.button(_("Previous"), icon=":material/arrow_back:", width="stretch", disabled=slug == order[0],
-                  on_click=_step, args=(order, by_slug, -1))
+                  on_click=_step, args=(order, -1))
         c3.button(_("Next"), icon=":material/arrow_forward:", width="stretch", disabled=slug == order[-1],
-                  on_click=_step, args=(order, by_slug, 1))
+                  on_click=_step, args=(order, 1))
         c4.toggle(_("Presenter mode"), key=PRESENT,
                   help=_("Shows the agenda, the time boxes and the discussion prompts before the run, and lets "
                          "you run a lesson without a prediction."))
@@ -134,7 +139,7 @@ def _share_box(lab: Lab) -> None:
         if lab.uploaded:
             st.write(_("An uploaded scenario cannot travel in a link."))
         else:
-            st.caption(_("Opens the Workshop at this lesson with its scenario in the sidebar:"))
+            st.caption(_("Opens the Workshop at this lesson, with the sidebar's scenario as it is now:"))
             st.code(share_url(lab), language=None, wrap_lines=True)
 
 
@@ -159,12 +164,7 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     st.caption(_("{m} minutes · from minute {start} · scenario {name} · {runs} run(s)").format(
         m=lesson.minutes, start=start, name=plain(base.scenario), runs=len(lesson.runs)))
     st.info(_("**Goal:** {goal}").format(goal=lesson.goal), icon=":material/flag:")
-    if lab.preset != base.scenario and not lab.uploaded:
-        c1, c2 = st.columns([4, 1.4], vertical_alignment="center")
-        c1.caption(_("The sidebar holds another scenario ({name}); this lesson runs {lesson}.").format(
-            name=plain(lab.preset), lesson=plain(base.scenario)))
-        c2.button(_("Load this lesson's scenario"), key=f"ws_load_{base.slug}", icon=":material/input:",
-                  width="stretch", on_click=load_scenario, args=(base.scenario, base.load_values()))
+    _sidebar_note(lab, base)
     st.markdown(lesson.body)
     if present and lesson.prompts:
         _prompts(lesson)
@@ -178,8 +178,9 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
                   disabled=guess is None and not ran and not present, on_click=ss.__setitem__, args=(ran_key, True),
                   help=_("Make a prediction first") if guess is None and not present else None)
         c2.button(_("Load this lesson's scenario"), key=f"ws_load2_{base.slug}", icon=":material/input:",
-                  width="stretch", on_click=load_scenario, args=(base.scenario, base.load_values()),
-                  help=_("Sets the sidebar to this lesson's last configuration, to explore further"))
+                  width="stretch", on_click=_load, args=(base,),
+                  help=_("Sets the sidebar to this lesson's last configuration, to explore further; "
+                         "“Back to your scenario” puts yours back"))
     if not ran:
         return
     scs, results = _results(base)
@@ -192,21 +193,64 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     labels = [label for label, _o in lesson.runs]
     fig = lesson_charts.figure(base, scs, results, labels, _sweep_done(base))
     st.plotly_chart(fig, key=f"ws_fig_{base.slug}", theme=None, config={"displaylogo": False})
-    st.markdown(lesson.reveal)
+    st.markdown(lessons.fill(lesson.reveal, results))
     table = lessons.reveal_table(lesson, results)
     st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2,
                  column_config={"_index": st.column_config.Column(width="large")})
     if lesson.article:
         article_note(lesson, results)
-    with st.expander(_("Claims this lesson makes, checked against the runs"), icon=":material/fact_check:"):
-        for ok, sentence in (lessons.check(c, results) for c in base.claims):
-            st.markdown(f"{':material/check:' if ok else ':material/close:'} `{sentence}`")
+    with st.expander(_("Claims this lesson makes: here, and over 20 seeds"), icon=":material/fact_check:"):
+        st.caption(_("Each claim on the run above (✓ or ✗), then how often it held on the lesson's seed and the next "
+                     "19 at 0.9×, 1× and 1.1× the load (`lessons/evidence.json`, written by "
+                     "`python -m ui.lesson_evidence`)."))
+        for line in claim_lines(base, results, labels):
+            st.markdown(line)
+        if lesson.edge:
+            st.info(_("**On an edge:** {why}").format(why=lesson.edge), icon=":material/warning:")
     if base.sizing:
         from .sizing_view import panel
 
         panel(lab)
     if not present and lesson.prompts:
         _prompts(lesson)
+
+
+def claim_lines(base: lessons.Lesson, results, labels: list[str]) -> list[str]:
+    """One line per claim: the verdict on the shown run, in words, and its record over seeds."""
+    out = []
+    for claim, ev in zip(base.claims, lesson_evidence.of_lesson(base.slug, base.claims)):
+        ok, sentence = lessons.check(claim, results, labels)
+        mark = ":material/check:" if ok else ":material/close:"
+        out.append(f"{mark} {plain(sentence)}  \n{evidence_words(ev)}")
+    return out
+
+
+def evidence_words(ev) -> str:
+    if ev is None:
+        return _("*Not in the seed audit yet (the lesson changed since it ran).*")
+    holds = " · ".join(f"{x}×: {k}/{ev.seeds}" for x, k in ev.holds.items())
+    text = _("*Held on {holds} seeds.*").format(holds=holds)
+    if ev.fewest is not None and ev.fewest < 100:
+        text += " " + _("*The percentile rests on {n} requests or more per seed (under 100: about their "
+                        "maximum).*").format(n=ev.fewest)
+    return text
+
+
+def _sidebar_note(lab: Lab, base: lessons.Lesson) -> None:
+    """Where the sidebar stands against the lesson: the lesson's runs never depend on it."""
+    ss = st.session_state
+    before = ss.get(BEFORE)
+    c1, c2 = st.columns([4, 1.6], vertical_alignment="center")
+    if before is not None:
+        c1.caption(_("The sidebar holds a lesson's scenario ({name}); yours ({yours}) is kept.").format(
+            name=plain(lab.preset), yours=plain(_("an uploaded scenario") if before[2] else before[0])))
+        c2.button(_("Back to your scenario"), key=f"ws_back_{base.slug}", icon=":material/undo:", width="stretch",
+                  on_click=_back)
+    elif lab.uploaded or lab.preset != base.scenario:
+        c1.caption(_("This lesson runs {lesson} on its own; the sidebar keeps your scenario ({name}).").format(
+            lesson=plain(base.scenario), name=plain(_("an uploaded scenario") if lab.uploaded else lab.preset)))
+        c2.button(_("Load this lesson's scenario"), key=f"ws_load_{base.slug}", icon=":material/input:",
+                  width="stretch", on_click=_load, args=(base,))
 
 
 def article_note(lesson: lessons.Lesson, results) -> None:
@@ -252,7 +296,7 @@ def show_recap(present: bool) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def _handout(stamp: tuple, lang: str) -> str:
+def _handout(stamp: tuple, lang: str, answers: bool = True) -> str:
     from . import i18n
 
     i18n.set_language(lang)  # the cached call runs on this script thread with its language
@@ -261,12 +305,16 @@ def _handout(stamp: tuple, lang: str) -> str:
     sections = []
     for n, base in enumerate(found, 1):
         lesson = lessons.localized(base)
+        if not answers:  # the participants' copy: the questions only, nothing run
+            sections.append(handout.lesson_html(n, lesson, at[base.slug], None, None, [], None, answers=False))
+            continue
         scs, results = _results(base)
+        lesson = replace(lesson, reveal=lessons.fill(lesson.reveal, results))
         labels = [label for label, _o in lesson.runs]
         p = lesson_charts.sweep_plan(base)
         done = runs.summaries(p.keys, purpose="ws-sweep")[0] if p else {}
         fig = lesson_charts.figure(base, scs, results, labels, done)
-        claims = [lessons.check(c, results) for c in base.claims]
+        claims = [lessons.check(c, results, labels) for c in base.claims]
         note = None
         if lesson.article:
             a = lesson.article
@@ -275,24 +323,30 @@ def _handout(stamp: tuple, lang: str) -> str:
                 says=a["says"], v0=vals[0], v1=vals[1])
         sections.append(handout.lesson_html(n, lesson, at[base.slug], lessons.reveal_table(lesson, results), fig,
                                             claims, note))
+    total = lessons.total_minutes(found, RECAP_MIN)
+    if not answers:
+        return handout.document(sections, agenda(found), None, None, total, answers=False)
     t = recap.table(recap_summaries())
-    return handout.document(sections, agenda(found), recap.shown(t), remedies_bars(t, 1.0),
-                            lessons.total_minutes(found, RECAP_MIN))
+    return handout.document(sections, agenda(found), recap.shown(t), remedies_bars(t, 1.0), total)
 
 
 def handout_button(found: list[lessons.Lesson]) -> None:
     c1, c2 = st.columns([2, 3], vertical_alignment="center")
     ss = st.session_state
     key = (lessons.stamp(), language())
-    if c1.button(_("Prepare the handout"), icon=":material/description:", width="stretch",
-                 help=_("Every lesson with its numbers and chart, and the recap, as one HTML file (runs what has "
-                        "not run yet: up to a minute the first time)")):
+    if c1.button(_("Prepare the handouts"), icon=":material/description:", width="stretch",
+                 help=_("Two HTML files: the participants' copy (each lesson's question, no answers) and the "
+                        "presenter's copy (every lesson with its answer, numbers, chart and claims, and the recap). "
+                        "Runs what has not run yet: up to a minute the first time.")):
         with st.spinner(_("Running every lesson…")):
-            ss["_ws_handout"] = (key, _handout(*key))
+            ss["_ws_handout"] = (key, _handout(*key, answers=False), _handout(*key, answers=True))
     ready = ss.get("_ws_handout")
     if ready and ready[0] == key:
-        c2.download_button(_("Download the handout (HTML)"), ready[1],
+        c2.download_button(_("Participants' copy (HTML, no answers)"), ready[1],
                            file_name=f"inversion-lab-workshop-{key[1]}.html", mime="text/html",
-                           icon=":material/download:", on_click="ignore", width="stretch")
+                           icon=":material/download:", on_click="ignore", width="stretch", key="ws_handout_part")
+        c2.download_button(_("Presenter's copy (HTML, with answers)"), ready[2],
+                           file_name=f"inversion-lab-workshop-{key[1]}-presenter.html", mime="text/html",
+                           icon=":material/download:", on_click="ignore", width="stretch", key="ws_handout_pres")
     else:
-        c2.caption(_("The handout holds every lesson, its numbers and chart, and the recap, in this language."))
+        c2.caption(_("A participants' copy without answers and a presenter's copy with them, in this language."))

@@ -1,5 +1,7 @@
 """AppTest: every page renders, controls drive the numbers, links seed the controls."""
 
+from html import unescape
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -51,8 +53,8 @@ def test_header_says_what_the_link_changed_from_the_preset(at):
 def test_every_page_renders_without_exception(at, page):
     at.switch_page(page).run()
     assert not at.exception, page
-    # the sidebar is there on every page (after the Workshop: with its first lesson's scenario)
-    assert at.selectbox(key="preset").value in ("default", "classic-inversion")
+    # the sidebar is there on every page, with the scenario it had (the Workshop does not change it)
+    assert at.selectbox(key="preset").value == "default"
 
 
 def test_kv_counts_say_usable_and_agree_across_pages():
@@ -167,6 +169,16 @@ def test_a_control_change_that_cannot_run_is_refused_beside_the_control():
     assert not refusal(at) and at.selectbox(key="policy").value == "priority"
 
 
+def test_a_refusal_speaks_the_pages_language():
+    """The refusal is written in the control's callback, which runs before the page sets its
+    language: it used to come out in English on a Chinese page."""
+    at = fresh(lang="zh")
+    at.number_input(key="p1_rate").set_value(9000.0).run()
+    assert not at.exception
+    assert "无法运行" in refusal(at) and "已恢复为上一次成功运行的值" in refusal(at), refusal(at)
+    assert "cannot run" not in refusal(at)
+
+
 def test_invalid_combination_is_refused_at_the_control():
     at = fresh()
     at.number_input(key="budget").set_value(1024).run()
@@ -189,21 +201,33 @@ def subtitle(at: AppTest) -> str:
     return " ".join(c.value for c in at.caption if "Scenario:" in c.value or "场景" in c.value)
 
 
-def test_the_sidebar_follows_the_lesson():
-    at = fresh()
+def test_the_workshop_keeps_the_users_scenario():
+    """Opening the Workshop, choosing lessons and stepping through them never touches the sidebar:
+    the lessons run their own scenarios."""
+    at = fresh(policy="priority", reserve="512")
     at.switch_page("pages/workshop.py").run()
     at.selectbox(key="lesson").set_value("kv-caps").run()
-    assert not at.exception
+    at.selectbox(key="lesson").set_value("separate-replicas").run()
+    [b for b in at.button if b.label == "Next"][0].click().run()
+    assert not at.exception and at.selectbox(key="lesson").value == "when-not-to-prioritise"
+    assert at.selectbox(key="preset").value == "default"
+    assert at.selectbox(key="policy").value == "priority" and at.slider(key="reserve").value == 512
+    assert any("the sidebar keeps your scenario (default)" in c.value for c in at.caption)
+
+
+def test_loading_a_lessons_scenario_can_be_undone():
+    at = fresh(policy="priority", reserve="512")
+    at.switch_page("pages/workshop.py").run()
+    at.selectbox(key="lesson").set_value("kv-caps").run()
+    at.button(key="ws_load_kv-caps").click().run()
     assert at.selectbox(key="preset").value == "classic-inversion"
     assert at.number_input(key="p2_cap").value == 8192 and at.radio(key="p2_over").value == "split"
     at.selectbox(key="lesson").set_value("separate-replicas").run()
-    assert at.selectbox(key="preset").value == "two-gpus"
-    assert at.number_input(key="reps").value == 2 and at.text_input(key="p2_pin").value == "1"
-    assert "Two GPUs" in subtitle(at)  # the page's subtitle names the lesson's scenario
-    next_ = [b for b in at.button if b.label == "Next"][0]
-    next_.click().run()
-    assert at.selectbox(key="lesson").value == "when-not-to-prioritise"
-    assert at.selectbox(key="preset").value == "no-contention"
+    at.button(key="ws_load2_separate-replicas").click().run()
+    assert at.selectbox(key="preset").value == "two-gpus" and at.number_input(key="reps").value == 2
+    at.button(key="ws_back_separate-replicas").click().run()  # back to the scenario before the first load
+    assert not at.exception and at.selectbox(key="preset").value == "default"
+    assert at.selectbox(key="policy").value == "priority" and at.slider(key="reserve").value == 512
 
 
 def test_the_lesson_survives_a_page_switch():
@@ -211,20 +235,30 @@ def test_the_lesson_survives_a_page_switch():
     at.switch_page("pages/workshop.py").run()
     at.selectbox(key="lesson").set_value("no-alarm").run()
     at.switch_page("pages/timeline.py").run()
-    assert not at.exception and at.selectbox(key="preset").value == "no-alarm"
+    assert not at.exception and at.selectbox(key="preset").value == "default"
     at.switch_page("pages/workshop.py").run()
     assert at.selectbox(key="lesson").value == "no-alarm"
 
 
-def test_a_lesson_link_opens_the_lesson_with_its_scenario():
-    at = on_page("pages/workshop.py", lesson="reserve-when-budget-binds")
+def test_a_lesson_link_keeps_the_scenario_it_carries():
+    """A link with a lesson and sidebar values but no preset keeps both (it used to load the
+    lesson's scenario over them); one naming only the lesson opens it on the default scenario."""
+    at = on_page("pages/workshop.py", lesson="reserve-when-budget-binds", reserve="894", wm="0.15")
     assert not at.exception and not notes(at)
     assert at.selectbox(key="lesson").value == "reserve-when-budget-binds"
-    assert at.selectbox(key="preset").value == "budget-bound"
-    assert at.slider(key="reserve").value == 2048  # the lesson's last run
-    assert "budget binds" in subtitle(at)
+    assert at.selectbox(key="preset").value == "default"
+    assert at.slider(key="reserve").value == 894 and at.number_input(key="wm").value == pytest.approx(0.15)
     link = share_link(at)
-    assert "/workshop?" in link and "preset=budget-bound" in link and "lesson=reserve-when-budget-binds" in link
+    assert "/workshop?" in link and "reserve=894" in link and "lesson=reserve-when-budget-binds" in link
+    only = on_page("pages/workshop.py", lesson="kv-caps")
+    assert only.selectbox(key="lesson").value == "kv-caps" and only.selectbox(key="preset").value == "default"
+
+
+def test_a_bad_lesson_link_says_so():
+    at = on_page("pages/workshop.py", lesson="nonexistent")
+    assert not at.exception
+    assert "nonexistent" in notes(at)
+    assert at.selectbox(key="lesson").value == "inversion-appears"
 
 
 def test_workshop_reveal_after_run():
@@ -456,17 +490,23 @@ def test_the_handout_holds_every_lesson_with_numbers_and_charts():
     from ui import lessons
 
     at = on_page("pages/workshop.py")
-    [b for b in at.button if b.label == "Prepare the handout"][0].click().run()
+    [b for b in at.button if b.label == "Prepare the handouts"][0].click().run()
     assert not at.exception
-    assert at.get("download_button")  # AppTest cannot read its data: build the same file directly
+    keys = {b.key for b in at.get("download_button")}  # AppTest cannot read their data: build the same files directly
+    assert {"ws_handout_part", "ws_handout_pres"} <= keys
     from ui.workshop import _handout
 
-    html = _handout(lessons.stamp(), "en")
-    assert html.startswith("<!DOCTYPE html>") and "Plotly" in html
+    html = _handout(lessons.stamp(), "en", answers=True)
+    assert html.startswith("<!DOCTYPE html>") and "Plotly" in html and "presenter's copy" in unescape(html)
     for lesson in lessons.all_lessons():
-        assert f"{lesson.title}</h2>" in html.replace("&#x27;", "'")
+        assert f"{lesson.title}</h2>" in unescape(html)
+        assert unescape(lesson.options[lesson.answer]) in unescape(html)
     assert html.count("class=\"plotly-graph-div\"") >= len(lessons.all_lessons()) + 1
     assert "Recap: every remedy on the same traffic" in html and "✘" not in html
+    mine = unescape(_handout(lessons.stamp(), "en", answers=False))  # the participants' copy: questions only
+    assert "presenter" not in mine and "The simulation says" not in mine and "plotly-graph-div" not in mine
+    for lesson in lessons.all_lessons():
+        assert f"{lesson.title}</h2>" in mine and lesson.question in mine and lesson.prompts[0] in mine
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -491,7 +531,7 @@ def test_chinese_playground_says_what_happened_and_links_keep_the_language():
 def test_chinese_workshop_lesson_runs_with_its_chart():
     at = on_page("pages/workshop.py", lang="zh", lesson="no-alarm", present="true")
     assert not at.exception
-    assert at.subheader[0].value.startswith("3. 没有告警响起")
+    assert at.subheader[0].value.startswith("3. 哪个告警会响？")
     at.button(key="ws_run_no-alarm").click().run()
     assert not at.exception and at.get("plotly_chart")
     assert any("**讨论**" in m.value for m in at.markdown)

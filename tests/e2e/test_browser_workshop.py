@@ -1,5 +1,5 @@
-"""The workshop and the Chinese UI in a real browser: a lesson link opens that lesson with its
-scenario in the sidebar (and keeps it across pages), presenter mode runs it with its chart; the
+"""The workshop and the Chinese UI in a real browser: a lesson link opens that lesson beside the
+sidebar's scenario, which it can lend the lesson's own and take back; presenter mode runs it with its chart; the
 language switch is bound to the URL (`lang=zh`) and the pages render in Chinese with a CJK font.
 Screenshots (1280 px) go to artifacts/screenshots/."""
 
@@ -21,28 +21,36 @@ def sidebar_scenario(page) -> str:
     return page.get_by_test_id("stSidebar").get_by_role("combobox", name="Scenario").input_value()
 
 
-def test_a_lesson_link_opens_the_lesson_with_its_scenario_and_keeps_it(page, app_url, shots):
-    open_app(page, f"{app_url}/workshop?lesson=reserve-when-budget-binds&present=true")
+def test_a_lesson_opens_beside_the_users_scenario_and_can_lend_it_its_own(page, app_url, shots):
+    """A lesson link opens the lesson without touching the sidebar; "Load this lesson's scenario"
+    puts the lesson's run there (and it stays across pages); "Back to your scenario" undoes it."""
+    open_app(page, f"{app_url}/workshop?lesson=reserve-when-budget-binds&present=true&reserve=512")
     main = page.get_by_test_id("stMain")
-    expect(main.get_by_role("heading", name="6. A token reserve, where the budget binds")).to_be_visible()
-    assert sidebar_scenario(page) == "budget-bound"
+    title = "6. What does a token reserve buy, and what does it cost?"
+    expect(main.get_by_role("heading", name=title)).to_be_visible()
+    assert sidebar_scenario(page) == "default"
     main.get_by_text("Link to this lesson").click()
     wait_idle(page)
     link = main.get_by_test_id("stCode").inner_text()
-    assert "/workshop?" in link and "preset=budget-bound" in link and "lesson=reserve-when-budget-binds" in link
-    expect(main.get_by_text(re.compile(r"Scenario: Budget-bound"))).to_be_visible()  # the subtitle
+    assert "/workshop?" in link and "reserve=512" in link and "lesson=reserve-when-budget-binds" in link
     main.get_by_role("button", name="Run", exact=True).click()  # presenter mode: no prediction needed
     wait_idle(page, 180_000)
     expect(main.locator(".js-plotly-plot")).to_have_count(1)
     expect(main.get_by_text("The article's example, next to the simulation.")).to_be_visible()
     full_shot(page, shots / "workshop_lesson_link.png")
+    main.get_by_role("button", name="Load this lesson's scenario").first.click()
+    wait_idle(page)
+    assert sidebar_scenario(page) == "budget-bound"
     page.get_by_role("link", name="Timeline").click()
     wait_idle(page)
     assert sidebar_scenario(page) == "budget-bound"
     page.get_by_role("link", name="Workshop").click()
     wait_idle(page)
-    expect(main.get_by_role("heading", name="6. A token reserve, where the budget binds")).to_be_visible()
+    expect(main.get_by_role("heading", name=title)).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]lesson=reserve-when-budget-binds"))
+    main.get_by_role("button", name="Back to your scenario").click()
+    wait_idle(page)
+    assert sidebar_scenario(page) == "default"
 
 
 def has_cjk_font() -> bool:
@@ -70,7 +78,7 @@ def test_the_chinese_ui_renders_and_the_switch_is_in_the_url(page, app_url, shot
     page.get_by_role("link", name="工作坊").click()
     wait_idle(page)
     expect(page).to_have_url(re.compile(r"/workshop\?.*lang=zh"))
-    expect(main.get_by_role("heading", name="1. 反转出现了")).to_be_visible()
+    expect(main.get_by_role("heading", name="1. FCFS 能保护 P0 吗？")).to_be_visible()
     main.get_by_test_id("stRadio").filter(has_text="先预测").get_by_role("radio").nth(1).click(force=True)
     wait_idle(page)
     main.get_by_role("button", name="运行", exact=True).click()

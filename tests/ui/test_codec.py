@@ -59,10 +59,12 @@ def test_zero_means_none_for_optional_caps(c):
 
 
 def test_lognormal_prompt_keeps_its_shape(c):
-    o = c.overrides({**c.defaults, "p2_pro": 16000})
-    assert o["classes.P2.prompt.median"] == 16000
-    assert o["classes.P2.prompt.p90"] == pytest.approx(32000)
-    assert o["classes.P2.prompt.max"] == 48000
+    """The slider sets the median; p90 and max keep their ratio to it (default: 12k / 20k / 24k)."""
+    p = load("default").classes["P2"].prompt
+    o = c.overrides({**c.defaults, "p2_pro": 2 * p.median})
+    assert o["classes.P2.prompt.median"] == 2 * p.median
+    assert o["classes.P2.prompt.p90"] == pytest.approx(2 * p.p90)
+    assert o["classes.P2.prompt.max"] == pytest.approx(2 * p.max)
 
 
 @pytest.mark.parametrize("short, text", [

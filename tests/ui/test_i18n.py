@@ -92,7 +92,7 @@ def test_lessons_and_what_happened_come_out_in_chinese():
         assert all(CJK.search(line) for line in story)
     finally:
         i18n.set_language("en")
-    assert lessons.localized(lessons.all_lessons()[0]).title == "Inversion appears"
+    assert lessons.localized(lessons.all_lessons()[0]).title == "Does FCFS protect P0?"
 
 
 def test_markdown_paragraphs_are_the_units_of_translation():

@@ -1,9 +1,11 @@
 """Text helpers and the workshop lessons (whose claims are checked against the engine)."""
 
+import re
+
 import pytest
 
 from engine import load, simulate
-from engine.scenario import load_raw
+from engine.scenario import SCENARIO_DIR, load_raw
 from tests.live_links import live_links
 from ui import codec, lessons, text
 from ui.variants import baseline, has_remedies, remedies
@@ -155,6 +157,8 @@ def test_lesson_claims_hold_and_load_reproduces_its_scenario(lesson):
     for claim in lesson.claims:
         ok, sentence = lessons.check(claim, results)
         assert ok, f"{lesson.slug}: {sentence}"
+    filled = lessons.fill(lesson.reveal, results)  # every number in the reveal comes from a run
+    assert lessons.SLOT.findall(lesson.reveal) and "{" not in filled and "–" not in filled, filled
     c = codec.Codec(load_raw(lesson.scenario))
     assert c.scenario({**c.defaults, **lesson.load_values()}).key() == lesson.scenarios()[-1].key()
 
@@ -163,4 +167,53 @@ def test_a_claim_that_does_not_hold_says_so():
     lesson = lessons.all_lessons()[0]
     results = [simulate(sc) for sc in lesson.scenarios()]
     ok, sentence = lessons.check({"run": 0, "metric": "P0.ttft_p99", "op": "<", "value": 0.001}, results)
-    assert not ok and sentence.startswith("P0.ttft_p99 (run 1) = ")
+    assert not ok and sentence.startswith("P0 P99 TTFT in run 1: ") and sentence.endswith("— below 0.001 s")
+    ok, sentence = lessons.check({"run": 0, "metric": "P0.ttft_p99", "op": ">=", "other": 0, "factor": 2}, results,
+                                 ["FCFS"])
+    assert not ok and "at least 2 × FCFS’s" in sentence
+
+
+def test_fill_takes_the_reveals_numbers_from_the_runs():
+    lesson = lessons.all_lessons()[0]
+    results = [simulate(sc) for sc in lesson.scenarios()]
+    p99 = results[0].summary["classes"]["P0"]["ttft_p99"]
+    assert lessons.fill("P99 {P0.ttft_p99@1}, ratio {P0.ttft_p99@1/1}.", results) == \
+        f"P99 {text.seconds(p99)}, ratio ×1."
+    assert lessons.fill("{P0.slo_attainment@1}", results) == text.percent(results[0].summary["classes"]["P0"]
+                                                                          ["slo_attainment"])
+
+
+def test_a_reveal_slot_naming_a_missing_run_is_refused(tmp_path):
+    src = lessons.LESSON_DIR / "01-inversion-appears.md"
+    bad = tmp_path / "01-bad.md"
+    bad.write_text(src.read_text().replace("{P0.ttft_p99@1}", "{P0.ttft_p99@3}"))
+    with pytest.raises(ValueError, match="names a run"):
+        lessons.parse(bad)
+
+
+NUMBER = re.compile(r"\d[\d,.]*")
+
+
+@pytest.mark.parametrize("lesson", lessons.all_lessons(), ids=lambda lesson: lesson.slug)
+def test_no_number_in_a_reveal_is_typed_by_hand(lesson):
+    """A number in a reveal is either filled from the runs ({metric@run}) or an input the lesson
+    states (its question, body, runs or scenario file: 2048 tokens, a 1 s SLO) — never an outcome."""
+    inputs = " ".join([lesson.question, lesson.body, repr(lesson.runs),
+                       (SCENARIO_DIR / f"{lesson.scenario}.yaml").read_text()])
+    given = {n.rstrip(".,").replace(",", "") for n in NUMBER.findall(inputs)} | {"1", "0"}
+    bare = re.sub(r"\bP\d\b", "", lessons.SLOT.sub("", lesson.reveal))
+    typed = {n.rstrip(".,").replace(",", "") for n in NUMBER.findall(bare)} - given
+    assert not typed, f"{lesson.slug}: numbers typed by hand in the reveal: {sorted(typed)}"
+
+
+@pytest.mark.parametrize("lesson", lessons.all_lessons(), ids=lambda lesson: lesson.slug)
+def test_a_translated_reveal_fills_the_same_numbers(lesson):
+    from ui import i18n
+
+    try:
+        i18n.set_language("zh")
+        zh = lessons.localized(lesson)
+    finally:
+        i18n.set_language("en")
+    assert zh.reveal != lesson.reveal
+    assert sorted(lessons.SLOT.findall(zh.reveal)) == sorted(lessons.SLOT.findall(lesson.reveal))

@@ -1,8 +1,9 @@
 """Numbers a run implies but its summary does not hold: the usual dashboard, who got in ahead,
 whether the biggest KV holder was the one to boost, how busy each replica was.
 
-All are computed from the result frames (`engine.result`), so the engine stays as it is and a
-lesson's claim about them is checked against the same run the page shows. Pure: no streamlit.
+All are computed from the result frames (`engine.result`) after a run, so the simulation stays as
+it is, and a claim about them (a lesson's, a scenario's story: `engine.claims`) is checked against
+the same run the page shows, here or in a worker process. Pure: numpy and pandas only.
 
 The dashboard is what an operator of a vLLM server usually watches: GPU busy (share of time a
 forward pass runs), KV cache use (`vllm:kv_cache_usage_perc`), requests waiting
@@ -15,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine import Result
-from engine.result import overtakers
+from .result import Result, overtakers
 
 SCRAPE_S = 15.0  # a typical Prometheus scrape / dashboard resolution
 
@@ -133,6 +133,26 @@ def wrong_holder_share(res: Result) -> float | None:
     return float(w.loc[still, "duration_s"].sum() / w["duration_s"].sum())
 
 
+def top_reasons(waits: pd.DataFrame, priority: int, n: int = 3) -> list[tuple[str, float]]:
+    """(reason, seconds) for the top-priority class, most time first."""
+    w = waits[waits["priority"] == priority]
+    if not len(w):
+        return []
+    s = w.groupby("reason", observed=True)["duration_s"].sum().sort_values(ascending=False)
+    return [(str(k), float(v)) for k, v in s.head(n).items() if v > 0]
+
+
+def top_holder_classes(waits: pd.DataFrame, holders: pd.DataFrame, priority: int) -> list[tuple[str, float]]:
+    """Classes of the biggest KV holder the top-priority class waited on, weighted by wait seconds."""
+    first = holders[(holders["rank"] == 0) & ~holders["alert"]]
+    w = waits[waits["priority"] == priority].merge(first[["wait", "class"]], left_on="id", right_on="wait",
+                                                   suffixes=("", "_holder"))
+    if not len(w):
+        return []
+    s = w.groupby(w["class_holder"].astype(str))["duration_s"].sum().sort_values(ascending=False, kind="stable")
+    return [(str(k), float(v)) for k, v in s.items()]
+
+
 def replica_use(res: Result) -> pd.DataFrame:
     """Per replica: kv_use (time-weighted share of its KV blocks held), tokens_per_step, requests
     served. The idle capacity of a dedicated replica shows here."""
@@ -147,15 +167,36 @@ def replica_use(res: Result) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["replica", "kv_use", "tokens_per_step", "requests"])
 
 
+def _waits_by_reason(res: Result, name: str):
+    """`top_reason`, `wait_s.<reason>`, `wait_share.<reason>` of the top class (each wait segment
+    counts under the reason it opened with, as the timeline and `top_reasons` show it)."""
+    top = int(res.requests["priority"].min()) if len(res.requests) else 0
+    w = res.waits[res.waits["priority"] == top]
+    by = w.groupby(w["reason"].astype(str))["duration_s"].sum()
+    if name == "top_reason":
+        by = by[by > 0]
+        return str(by.sort_values(ascending=False, kind="stable").index[0]) if len(by) else None
+    kind, reason = name.split(".", 1)
+    seconds = float(by.get(reason, 0.0))
+    if kind == "wait_s":
+        return seconds
+    total = float(by.sum())
+    return seconds / total if total > 0 else None
+
+
 def metric(res: Result, name: str):
     """A derived number by name: `dash.<key>` (see `dashboard`), `overtaken_later`,
-    `wrong_holder_share`, `replica<k>.kv_use` / `.tokens_per_step`. KeyError if unknown."""
+    `wrong_holder_share`, `top_reason` (the wait reason with most of the top class's wait time),
+    `wait_s.<reason>` / `wait_share.<reason>` (the top class's wait time for a reason, in seconds /
+    as a share of all its wait time), `replica<k>.kv_use` / `.tokens_per_step`. KeyError if unknown."""
     if name.startswith("dash."):
         return dashboard(res)[name.split(".", 1)[1]]
     if name == "overtaken_later":
         return overtaken_later(res)
     if name == "wrong_holder_share":
         return wrong_holder_share(res)
+    if name == "top_reason" or name.startswith(("wait_s.", "wait_share.")):
+        return _waits_by_reason(res, name)
     if name.startswith("replica") and "." in name:
         head, key = name.split(".", 1)
         k = int(head[len("replica"):])

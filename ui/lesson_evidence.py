@@ -1,0 +1,164 @@
+"""How often each lesson's claims hold over seeds and load: the audit the Workshop quotes.
+
+The test suite checks a lesson's claims on its own seed, but a claim is a conclusion, so the
+Workshop states it over seeds: `python -m ui.lesson_evidence` runs every lesson's runs on the
+scenario's seed and the next 19 (never picked) at load ×0.9, ×1 and ×1.1 (`engine.story.audit`,
+about five minutes on two cores) and writes `lessons/evidence.json`. The page then says of each
+claim "holds on 20 of 20 seeds at every load", with the median and range of its value, without
+running 600 simulations while a room waits.
+
+The file names what it was computed from (a fingerprint of each lesson's scenarios, runs and
+claims); `tests/ui/test_lesson_evidence.py` fails when a lesson or its scenario changed since, and
+when a claim in it is not robust (`engine.story.required`: all seeds but one in twenty at every
+scale) — so a lesson cannot quote a figure that rests on its seed. Pure: no streamlit import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine import story as stories
+
+from .lessons import LESSON_DIR, slug_of
+
+FILE = LESSON_DIR / "evidence.json"
+SEEDS = 20
+SCALES = stories.DEFAULT_SCALES
+
+
+def fingerprint(story: stories.Story) -> str:
+    """What the audit of a lesson depends on: the canonical scenario of each run (at the first
+    seed) and the claims. A change to the lesson or to the scenario file changes it."""
+    seed = stories.seeds_of(story, 1)[0]
+    parts = [stories.scenario_key(story, r, seed, 1.0) for r in range(len(story.runs))]
+    parts.append(json.dumps(list(story.claims), sort_keys=True))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _range(values: list[Any]) -> dict | None:
+    nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if not nums:
+        return None
+    return {"median": statistics.median(nums), "min": min(nums), "max": max(nums)}
+
+
+def _support(pairs: list[list[int | None]]) -> int | None:
+    got = [n for pair in pairs for n in pair if n is not None]
+    return min(got) if got else None
+
+
+def summarize(a: stories.Audit) -> dict:
+    """One lesson's audit, compact: per claim and scale, how often it held, its value's and the
+    compared value's median and range, and the fewest requests behind a percentile in it."""
+    data = stories.to_json(a)
+    out = []
+    for c in data["claims"]:
+        per = {}
+        for x, t in c["scales"].items():
+            per[x] = {"holds": t["holds"], "seeds": t["seeds"], "robust": t["robust"],
+                      "value": _range(t["values"]), "ref": _range(t["refs"]), "fewest": _support(t["support"])}
+        out.append({"claim": c["claim"], "text": c["text"], "scales": per})
+    return {"fingerprint": fingerprint(a.story), "seeds": a.seeds, "claims": out}
+
+
+@dataclass(frozen=True)
+class ClaimEvidence:
+    """One claim over the audit's seeds: at each scale (×0.9, ×1, ×1.1) how many held."""
+
+    holds: dict[str, int]
+    seeds: int
+    robust: bool
+    value: dict | None  # at ×1: median, min, max of the claim's left-hand side
+    fewest: int | None  # the fewest requests behind a percentile in it (at ×1)
+
+    @property
+    def worst(self) -> int:
+        return min(self.holds.values())
+
+
+def read(path: Path = FILE) -> dict:
+    """The audit file as written, or {} when there is none or it does not parse."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def of_lesson(slug: str, claims: tuple[dict, ...], data: Mapping | None = None) -> list[ClaimEvidence | None]:
+    """Each claim's evidence from the audit file (None for a claim the file does not hold as
+    written: the lesson changed since)."""
+    entry = (data if data is not None else read()).get("lessons", {}).get(slug) or {}
+    by_claim = {json.dumps(c["claim"], sort_keys=True): c for c in entry.get("claims", [])}
+    out: list[ClaimEvidence | None] = []
+    for claim in claims:
+        c = by_claim.get(json.dumps(dict(claim), sort_keys=True))
+        if c is None:
+            out.append(None)
+            continue
+        scales = c["scales"]
+        one = scales.get("1", next(iter(scales.values())))
+        out.append(ClaimEvidence(holds={x: t["holds"] for x, t in scales.items()}, seeds=one["seeds"],
+                                 robust=all(t["robust"] for t in scales.values()), value=one["value"],
+                                 fewest=one["fewest"]))
+    return out
+
+
+def write(paths: list[Path], seeds: int = SEEDS, out: Path = FILE) -> dict:
+    """Audit the lessons at `paths` and write the file (sorted keys: a diff shows what moved)."""
+    lessons = [(slug_of(p), stories.of_lesson(p)) for p in paths]
+    audits = stories.audit([s for _slug_, s in lessons], seeds, SCALES)
+    data = {"seeds": seeds, "scales": list(SCALES), "command": "python -m ui.lesson_evidence",
+            "lessons": {slug: summarize(a) for (slug, _s), a in zip(lessons, audits)}}
+    out.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    return data
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
+    return str(v)
+
+
+def markdown(data: Mapping) -> str:
+    """The README's table of every lesson claim over the audit's seeds: per load scale, the seeds
+    it held on and the median of its value (from the file, so the README cannot drift from it)."""
+    scales = [f"{x:g}" for x in data["scales"]]
+    rows = ["| lesson | claim | " + " | ".join(f"×{x}" for x in scales) + " |",
+            "|---|---|" + "---|" * len(scales)]
+    order = [slug_of(p) for p in sorted(LESSON_DIR.glob("*.md"))]
+    for slug in sorted(data["lessons"], key=lambda x: order.index(x) if x in order else len(order)):
+        for c in data["lessons"][slug]["claims"]:
+            cells = []
+            for x in scales:
+                t = c["scales"][x]
+                v = t["value"]
+                cells.append(f"{t['holds']}/{t['seeds']}" + (f" ({_num(v['median'])})" if v else ""))
+            edge = " (edge)" if c["claim"].get("edge") else ""
+            rows.append(f"| {slug} | `{c['text']}`{edge} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--markdown"]:
+        print(markdown(read()))
+        return 0
+    seeds = int(argv[0]) if argv else SEEDS
+    data = write(sorted(LESSON_DIR.glob("*.md")), seeds)
+    weak = [f"{slug}: {c['text']} at ×{x}: {t['holds']}/{t['seeds']}" for slug, e in data["lessons"].items()
+            for c in e["claims"] for x, t in c["scales"].items() if not t["robust"] and not c["claim"].get("edge")]
+    print(f"wrote {FILE.name}: {len(data['lessons'])} lessons × {seeds} seeds × {len(SCALES)} load scales")
+    for w in weak:
+        print("not robust:", w)
+    return 1 if weak else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
