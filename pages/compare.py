@@ -67,8 +67,9 @@ def kpi_table(overs: dict[str, kpis.Over]) -> None:
     st.caption(kpis.legend(*overs.values()) + " " + _(
         "In the other columns: on how many seeds the configuration does better than the sidebar's (seed by seed: the "
         "same traffic)."))
-    table = kpis.compare_table({shown(k): o for k, o in overs.items()}, shown(SIDEBAR))
-    st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2)
+    # a static table: its cells (value, the seeds' range, n < 100, better on k of N) wrap at 1280 px,
+    # where a data grid's columns scrolled sideways
+    st.table(kpis.compare_table({shown(k): o for k, o in overs.items()}, shown(SIDEBAR)))
 
 
 over_seeds.show({name: (s, results[name]) for name, s in configs.items()}, lab.seeds, kpi_table, "cmp_numbers")

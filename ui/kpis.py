@@ -89,7 +89,7 @@ def _over_seeds(n: int) -> str:
     return ngettext(" over {n} seed", " over {n} seeds", n).format(n=n) if n > 1 else ""
 
 
-def turned_away(cur: Over, base: Over | None, name: str) -> str | None:
+def turned_away(cur: Over, base: Over | None, name: str, over: bool = True) -> str | None:
     """"20 of 20 rejected over 5 seeds" when more of the class's requests were rejected or left
     unfinished than without the remedies: its latencies are then over fewer requests, and no
     delta may look like a gain."""
@@ -104,7 +104,7 @@ def turned_away(cur: Over, base: Over | None, name: str) -> str | None:
         parts.append(_("{k:,} of {n:,} rejected").format(k=tot["rejected"], n=tot["n"]))
     if tot["unfinished"] > btot["unfinished"]:
         parts.append(_("{k:,} of {n:,} unfinished").format(k=tot["unfinished"], n=tot["n"]))
-    return _(", ").join(parts) + _over_seeds(cur.n)
+    return _(", ").join(parts) + (_over_seeds(cur.n) if over else "")
 
 
 def _card_delta(e: Estimate | None, b: Estimate | None, fmt, rule: str, pts: bool = False
@@ -125,7 +125,7 @@ def class_cards(name: str, cur: Over, base: Over | None, cards_only: bool = True
     base = comparable(cur, base)
     figs = cur.cls(name)
     bfigs = base.cls(name) if base is not None else None
-    warn = turned_away(cur, base, name)
+    warn = turned_away(cur, base, name, over=False)  # a card's delta: the seeds are in the note under it
     out = []
     for key, label, fmt, rule, card in KPI_FIELDS:
         if cards_only and not card:
@@ -153,9 +153,9 @@ def class_cards(name: str, cur: Over, base: Over | None, cards_only: bool = True
 
 
 SYSTEM = [  # (RUN_FIGURES key, label, format, delta rule or None for no delta, help)
-    ("served_tok_s", "Served rate (tok/s)", lambda x: f"{x:,.0f}", None,
-     "Output tokens over the run's length: the offered load whenever everything finishes, whatever the scheduler "
-     "does. Not a capacity: what a remedy costs is on Compare and the P99 page (capacity)."),
+    # no help icon: with one, the label did not fit a fifth of the row at 1280 px. What the served rate
+    # is not (a capacity) is on the P99 page and Compare, beside the capacity
+    ("served_tok_s", "Served rate (tok/s)", lambda x: f"{x:,.0f}", None, None),
     ("batch_fill", "Batch fill", percent, "normal", "Scheduled tokens / the step's budget, a run's mean."),
     ("kv_util_mean", "Mean KV use", percent, "normal", None),
     ("preemptions", "Preemptions", count, "inverse", None),

@@ -399,23 +399,23 @@ def test_compare_follows_the_sidebar_and_refuses_duplicate_names():
     at.slider(key="reserve").set_value(512).run()
     at.switch_page("pages/compare.py").run()  # ... after leaving and coming back too
     assert any("**Token reserve:** 512" in m.value for m in at.markdown)
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert list(table.columns) == ["Sidebar", "Priority", "Priority + reserve"]
     at.text_input(key="c3_name").set_value("Priority").run()
     assert at.text_input(key="c3_name").value == "Priority + reserve"
     assert any("already the name of another column" in e.value for e in at.error)
-    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Priority + reserve"]
+    assert list(at.table[0].value.columns) == ["Sidebar", "Priority", "Priority + reserve"]
     at.text_input(key="c3_name").set_value("Sidebar").run()
     assert at.text_input(key="c3_name").value == "Priority + reserve"
     at.text_input(key="c3_name").set_value("Mine").run()
-    assert not at.error and list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Mine"]
+    assert not at.error and list(at.table[0].value.columns) == ["Sidebar", "Priority", "Mine"]
 
 
 def test_compare_configurations_come_from_the_link():
     at = on_page("pages/compare.py", cmp_n="2", c2_name="Buffer", c2_pol="backfill", c2_res="2048")
     assert not at.exception and not notes(at)
     assert at.radio(key="cmp_n").value == 2 and at.text_input(key="c2_name").value == "Buffer"
-    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Buffer"]
+    assert list(at.table[0].value.columns) == ["Sidebar", "Buffer"]
     dup = on_page("pages/compare.py", c2_name="Sidebar")
     assert dup.text_input(key="c2_name").value == "Priority" and "already the name" in notes(dup)
 

@@ -65,7 +65,8 @@ def test_a_remedy_s_deltas_say_on_how_many_seeds_they_hold():
     at = run_until_seeded(on_page(preset="classic-inversion", policy="priority"))
     m = card(at, "P0 · P99 TTFT")
     assert m.delta
-    assert m.proto.delta_description.startswith("better on ") and m.proto.delta_description.endswith(" of 5 seeds")
+    under = [c for c in captions(at) if c.startswith("better on ") and " of 5 seeds · 5 seeds: " in c]
+    assert under, captions(at)  # under the card: on how many seeds it holds, then the seeds' range
     assert any("Without the remedies it was" in x.value and " of 5 seeds" in x.value for x in at.markdown)
 
 
@@ -87,7 +88,7 @@ def test_the_timeline_strip_is_over_the_seeds():
 def test_compare_says_on_how_many_seeds_a_configuration_is_better():
     at = run_until_seeded(on_page("pages/compare.py", preset="classic-inversion", seeds="3", c2_pol="priority"))
     assert not at.exception
-    table = at.dataframe[0].value
+    table = at.table[0].value
     cells = " ".join(str(v) for v in table.to_numpy().ravel())
     assert "of 3 seeds" in cells and "better on" in cells
 
