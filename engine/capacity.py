@@ -338,14 +338,14 @@ def search(configs: list[Config], seeds: Sequence[int], backend=None, *, out: st
         while True:
             wanted: list[tuple[Config, str, Any, list[Run]]] = []
             for c in configs:
-                _open_gpu_search(c)
+                open_gpu_search(c)
                 todo = [("cap", s) for s in c.cap.next()] + [("sat", s) for s in c.sat.next()]
                 todo += [("gpus", r) for r in (c.gpus.next() if c.gpus else [])]
                 for kind, value in todo:
                     try:
                         wanted.append((c, kind, value, point_runs(c, kind, value, seeds)))
                     except ScenarioError as err:  # the load cannot be a scenario: it fails
-                        _record(c, kind, value, [{"class": "", "run_error": str(err), "seed": seeds[0]}])
+                        record(c, kind, value, [{"class": "", "run_error": str(err), "seed": seeds[0]}])
             if not wanted:
                 if any(c.cap.next() or c.sat.next() or (c.gpus and c.gpus.next()) for c in configs):
                     continue  # a point recorded without runs opened another
@@ -375,7 +375,7 @@ def search(configs: list[Config], seeds: Sequence[int], backend=None, *, out: st
                     task=run_batch_capacity)
             ran += len(fresh_runs)
             for c, kind, value, runs in wanted:
-                _record(c, kind, value, [dict(row, seed=run.seed, run=run.run_id) for run in runs
+                record(c, kind, value, [dict(row, seed=run.seed, run=run.run_id) for run in runs
                                          for row in cached[run.run_id]])
         status = "complete"
     except KeyboardInterrupt:
@@ -391,7 +391,9 @@ def search(configs: list[Config], seeds: Sequence[int], backend=None, *, out: st
     return Outcome(configs, seeds, len(every), reused, status, store.out if store is not None else None)
 
 
-def _record(c: Config, kind: str, value, rows: list[dict]) -> None:
+def record(c: Config, kind: str, value, rows: list[dict]) -> None:
+    """A tested point's rows (every seed's) into its configuration's search (the CLI's driver here,
+    the app's in `ui.capacity_jobs`)."""
     c.rows[(kind, value)] = rows
     if kind == "sat":
         c.sat.tested[value] = saturated(rows)
@@ -403,7 +405,7 @@ def _record(c: Config, kind: str, value, rows: list[dict]) -> None:
         c.gpus.tested[value] = ok
 
 
-def _open_gpu_search(c: Config) -> None:
+def open_gpu_search(c: Config) -> None:
     """Once the capacity is settled below 1 (the offered load itself fails), search replicas."""
     if c.gpus is not None or c.cap.next():
         return

@@ -3,7 +3,8 @@
 import streamlit as st
 
 from engine import ScenarioError
-from ui import figures, layout, limits, runs, text, views, viewstate
+from engine.evidence import default_seeds
+from ui import capacity_live, figures, kpis, layout, limits, over_seeds, runs, text, views, viewstate
 from ui.codec import POLICIES
 from ui.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
 from ui.i18n import _
@@ -55,9 +56,28 @@ for p in problems:
     st.warning(p, icon=":material/error:")
 results = {name: runs.result(s) for name, s in configs.items()}
 
-st.subheader(_("KPIs"))
-table = text.summary_table({(_(k) if k == SIDEBAR else k): r.summary for k, r in results.items()})
-st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2)
+
+def shown(name: str) -> str:
+    return _(name) if name == SIDEBAR else name
+
+
+def kpi_table(overs: dict[str, kpis.Over]) -> None:
+    """The configurations side by side over the seeds (redrawn when the seeds are in)."""
+    st.subheader(_("KPIs"))
+    st.caption(kpis.legend(*overs.values()) + " " + _(
+        "In the other columns: on how many seeds the configuration does better than the sidebar's (seed by seed: the "
+        "same traffic)."))
+    # a static table: its cells (value, the seeds' range, n < 100, better on k of N) wrap at 1280 px,
+    # where a data grid's columns scrolled sideways
+    st.table(kpis.compare_table({shown(k): o for k, o in overs.items()}, shown(SIDEBAR)))
+
+
+over_seeds.show({name: (s, results[name]) for name, s in configs.items()}, lab.seeds, kpi_table, "cmp_numbers")
+st.subheader(_("What each configuration costs: capacity"))
+capacity_live.show({shown(k): s for k, s in configs.items()}, shown(SIDEBAR), tuple(default_seeds(sc.seed, lab.seeds)),
+                   "cmp_capacity")
 st.subheader(_("Time to first token, per class"))
-st.plotly_chart(figures.ttft_cdf({(_(k) if k == SIDEBAR else k): r.requests for k, r in results.items()},
-                                 sc.class_names), key="cmp_cdf", theme=None)
+st.caption(_("The shown run of each configuration: seed {seed} (the figures above are over {n} seeds).").format(
+    seed=sc.seed, n=lab.seeds))
+st.plotly_chart(figures.ttft_cdf({shown(k): r.requests for k, r in results.items()}, sc.class_names),
+                key="cmp_cdf", theme=None)

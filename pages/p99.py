@@ -2,10 +2,12 @@
 
 import streamlit as st
 
-from ui import layout, live, runs, views, viewstate
+from engine.evidence import default_seeds
+from ui import capacity_live, layout, live, runs, views, viewstate
 from ui.i18n import _
 from ui.state import current
 from ui.sweeps import KNOBS, values_for
+from ui.variants import baseline, has_remedies
 
 lab = current()
 sc = lab.scenario
@@ -17,7 +19,7 @@ layout.header(lab, _("P99 curves"), _("Each point is a full simulation of the si
 
 def range_defaults(knob: str, cls: str) -> dict:
     lo, hi = KNOBS[knob].default_range(sc, cls, blocks)
-    return {"sw_from": lo, "sw_to": hi, "sw_pts": 9, "sw_seeds": 3}
+    return {"sw_from": lo, "sw_to": hi, "sw_pts": 9}
 
 
 def on_knob() -> None:
@@ -34,7 +36,7 @@ defaults = range_defaults(ss["sw_knob"], ss["sw_cls"])
 viewstate.seed(range_params, defaults, ranges=(("sw_from", "sw_to"),))
 
 with st.container(border=True):
-    c1, c2, c3, c4, c5, c6 = st.columns([3, 2, 2, 2, 1.4, 1.4])
+    c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 1.4])
     knob = KNOBS[c1.selectbox(_("Knob"), list(KNOBS), format_func=lambda k: _(KNOBS[k].short), key="sw_knob",
                               on_change=on_knob,
                               help="; ".join(f"{_(k.label)}: {_(k.help)}" for k in KNOBS.values()))]
@@ -45,7 +47,6 @@ with st.container(border=True):
     lo = c3.number_input(_("From ({unit})").format(unit=unit), 0.0, 1e7, step=step, key="sw_from", format="%g")
     hi = c4.number_input(_("To ({unit})").format(unit=unit), 0.0, 1e7, step=step, key="sw_to", format="%g")
     n = c5.number_input(_("Points"), 3, 16, key="sw_pts")
-    k = c6.number_input(_("Seeds"), 1, 5, key="sw_seeds", help=_("Seeds per point: the band shows min–max over them"))
 viewstate.publish(choice_params + range_params, {**choice_defaults, **defaults})
 
 if lo == hi:
@@ -53,7 +54,7 @@ if lo == hi:
     st.stop()
 lo, hi = min(lo, hi), max(lo, hi)
 values = values_for(knob, lo, hi, int(n))
-seeds = tuple(sc.seed + j for j in range(int(k)))
+seeds = tuple(default_seeds(sc.seed, lab.seeds))  # the sidebar's "Seeds per figure", as on every page
 plan = runs.sweep_plan(sc.key(), knob.name, tuple(values), seeds, cls if knob.per_class else None)
 for v, why in list(plan.refused.items())[:3]:
     st.caption(_("Left out {v} {unit}: {why}").format(v=f"{v:,.4g}", unit=unit, why=why))
@@ -63,6 +64,15 @@ if not plan.points:
 slos = {c: (sc.classes[c].slo.ttft_s if c in sc.classes else None) for c in classes}
 label = f"{_(knob.label)} ({unit})" + (f" — {cls}" if knob.per_class else "")
 live.sweep(plan, classes, label, slos, (lo, hi), unit)
+
+st.subheader(_("What the remedies cost: capacity"))
+if has_remedies(sc):
+    capacity_live.show({_("without remedies"): baseline(sc), _("this scenario"): sc}, _("without remedies"), seeds,
+                       "p99_capacity")
+else:
+    st.caption(_("No remedy is on: the capacity below is the scenario's own; turn one on in the sidebar to see what it "
+                 "costs."))
+    capacity_live.show({_("this scenario"): sc}, None, seeds, "p99_capacity")
 
 with st.expander(_("Size a reserve for this traffic"), icon=":material/straighten:"):
     from ui.sizing_view import panel

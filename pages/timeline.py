@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import figures, inversions, layout, text, views, viewstate
+from ui import figures, inversions, kpis, layout, over_seeds, text, views, viewstate
 from ui.fig_timeline import timeline
 from ui.i18n import _
 from ui.state import current
@@ -13,6 +13,7 @@ sc, res = lab.scenario, lab.result
 layout.header(lab, _("Inversion timeline"),
               _("Top-priority requests first; thin grey lines drop to whoever was admitted ahead of them, dotted red "
                 "ones to the KV holders they waited on"))
+over_seeds.show({"cur": (sc, res)}, lab.seeds, lambda overs: st.caption(kpis.strip(overs["cur"])), "tl_numbers")
 classes = res.class_names
 req = res.requests
 t_end = round(float(max(res.summary["sim_time_s"], 1.0)), 2)

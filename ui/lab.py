@@ -71,6 +71,7 @@ class Lab:
     entered: bool = True  # first run of this page since another page (or the session) ran
     notes: list[str] = field(default_factory=list)  # problems with the link's values, named
     view: dict[str, str] = field(default_factory=dict)  # the page's view settings for the share link
+    seeds: int = 5  # every figure that is a conclusion is over this many seeds (`ui.seeds`)
 
     def note(self, lines: list[str]) -> None:
         self.notes.extend(lines)

@@ -56,6 +56,11 @@ def kpi_row(kpis: list[Kpi], cols: int | None = None) -> None:
     for col, k in zip(columns, kpis):
         col.metric(k.label, k.value, k.delta, delta_color=k.delta_color if k.delta else "off", border=True,
                    delta_arrow=k.arrow, help=k.help)
+        # on how many seeds the delta holds, then what the figure rests on: under the card, where it
+        # wraps (beside the delta it overflowed a fifth-width card at 1280 px)
+        note = " · ".join(x for x in (k.description if k.delta else None, k.note) if x)
+        if note:
+            col.caption(note)
 
 
 def description(sc) -> None:

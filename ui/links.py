@@ -118,6 +118,19 @@ def runnable_subset(codec: Codec, values: dict[str, Any], why_not: Callable[[Sce
         shown=shown, reason=reason)]
 
 
+def check_seeds(text: str | None, lo: int, hi: int, default: int) -> tuple[int | None, str | None]:
+    """The link's seed count (`seeds`, how many seeds every figure is over): (value, None), or
+    (None, a note naming it) for anything but a whole number from `lo` to `hi`; (None, None) if absent."""
+    if text is None:
+        return None, None
+    s = str(text).strip()
+    if s.isascii() and s.isdigit() and len(s) <= 6 and lo <= int(s) <= hi:
+        return int(s), None
+    return None, _("{key} = {value} is not a number of seeds ({range}); using {default}").format(
+        key=quoted("seeds"), value=quoted(text), range=_("a whole number from {lo} to {hi}").format(lo=lo, hi=hi),
+        default=default)
+
+
 def check_view(params: list, defaults: dict[str, Any], texts: dict[str, str],
                ranges: tuple[tuple[str, str], ...] = ()) -> tuple[dict[str, Any], list[str]]:
     """A page's view settings from the link: valid values, and one note per bad one (left out).

@@ -2,7 +2,9 @@
 
 Each viewer (one browser session) states its whole wish list: the scenario keys it wants, in the
 order it wants them. `want` replaces that list, so the points of a sweep made stale by a newer
-change are simply never started. Only `workers` runs are in flight; a dispatcher thread picks
+change are simply never started. A *background* wish list (a capacity search's rounds) is served
+only when no other viewer has a run missing, so a page's sweep never waits behind one. Only
+`workers` runs are in flight; a dispatcher thread picks
 the next one (the most recent viewer's first missing key) as soon as one finishes. Finished
 results are remembered across viewers — a workshop's second participant gets the first one's
 curve at once. Failures are remembered with their message. No streamlit import: `ui.runs` holds
@@ -34,6 +36,7 @@ class _Viewer:
     keys: list[str]
     stamp: float  # when the wish list last changed (newest first)
     seen: float  # when the viewer last asked (viewers gone quiet are dropped)
+    background: bool = False  # served after every foreground viewer
 
 
 class RunPool:
@@ -56,15 +59,15 @@ class RunPool:
 
     # -- what viewers call ------------------------------------------------------------------
 
-    def want(self, viewer: str, keys: Sequence[str]) -> None:
+    def want(self, viewer: str, keys: Sequence[str], background: bool = False) -> None:
         """Replace `viewer`'s wish list (runs it no longer wants and nobody else wants never start)."""
         now = self._clock()
         with self._cond:
             old = self._viewers.get(viewer)
-            if old is not None and old.keys == list(keys):
+            if old is not None and old.keys == list(keys) and old.background == background:
                 old.seen = now
                 return
-            self._viewers[viewer] = _Viewer(list(keys), now, now)
+            self._viewers[viewer] = _Viewer(list(keys), now, now, background)
             self._cond.notify_all()
 
     def results(self, viewer: str, keys: Sequence[str]) -> tuple[dict[str, dict], dict[str, str]]:
@@ -111,7 +114,7 @@ class RunPool:
         now = self._clock()
         for name in [n for n, v in self._viewers.items() if now - v.seen > self._quiet_s]:
             del self._viewers[name]
-        for v in sorted(self._viewers.values(), key=lambda v: -v.stamp):
+        for v in sorted(self._viewers.values(), key=lambda v: (v.background, -v.stamp)):
             for k in v.keys:
                 if k not in self._done and k not in self._failed and k not in self._running:
                     return k

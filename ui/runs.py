@@ -25,7 +25,7 @@ from .limits import why_not
 from .pool import RunPool
 from .sweeps import Plan, plan
 from .variants import baseline
-from .worker import WorkerExecutor, WorkerTimeout
+from .worker import SAMPLES, WorkerExecutor, WorkerTimeout
 
 
 def _count(env: str, default: int) -> int:
@@ -79,6 +79,29 @@ def result(sc: Scenario) -> Result:
 
 def baseline_result(sc: Scenario) -> Result:
     return _cached_run(baseline(sc).key())
+
+
+class _SamplesOnPageWorkers:
+    """The page workers, asked for a run's `RunSamples` (`ui.worker.SAMPLES`) instead of its Result:
+    the other seeds of a page's figures share the page runs' queue and processes, so they never
+    start more workers, and a page run waits for at most one of them."""
+
+    def __init__(self, ex: WorkerExecutor):
+        self.ex = ex
+
+    def submit(self, key: str):
+        return self.ex.submit(SAMPLES + key, timeout_s=RUN_TIMEOUT_S)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass  # the page workers are shared; a child that died is restarted by their executor
+
+
+@st.cache_resource(on_release=lambda pool: pool.close(), show_spinner=False)
+def samples_pool() -> RunPool:
+    """The process-wide pool of the pages' extra seeds (RunSamples by scenario key, shared by every
+    session; at most as many in flight as there are page workers; a few hundred kept)."""
+    ex = page_workers()
+    return RunPool(lambda: _SamplesOnPageWorkers(ex), workers=PAGE_WORKERS, keep=600)
 
 
 @st.cache_resource(on_release=lambda pool: pool.close(), show_spinner=False)

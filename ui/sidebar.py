@@ -24,7 +24,7 @@ from engine import ScenarioError, TraceError, scenario_names, to_yaml
 from engine.scenario import load_shipped
 
 from . import codec as codec_mod
-from . import credits, i18n, limits, links, runs, uploads
+from . import credits, i18n, limits, links, runs, seeds, uploads
 from .codec import DEFAULTS_HELP, POLICY_UPSTREAM, Codec, Param
 from .i18n import N_, _
 from .lab import PAGES, Lab
@@ -151,10 +151,15 @@ def _judge_link(page: str, presets: list[str]) -> None:
     query = {k: st.query_params.get_all(k) for k in st.query_params}
     if not query:
         return
-    verdict = links.check_link(query, presets, preset_codec, VIEW_KEYS.get(page, frozenset()) | {LANG_KEY})
+    verdict = links.check_link(query, presets, preset_codec,
+                               VIEW_KEYS.get(page, frozenset()) | {LANG_KEY, seeds.KEY})
     values, notes = links.runnable_subset(preset_codec(verdict.preset), verdict.values, _why_not_run) \
         if verdict.values else ({}, [])
     drop = verdict.drop | (set(verdict.values) - set(values))
+    _n, bad = links.check_seeds(verdict.view.get(seeds.KEY), 1, seeds.MAX, seeds.DEFAULT)
+    if bad:  # before the bound control reads it: Streamlit would drop it silently
+        notes.append(bad)
+        drop.add(seeds.KEY)
     if verdict.notes or notes:
         ss[LINK_NOTES] = verdict.notes + notes
     if drop or verdict.set:
@@ -296,11 +301,18 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     share_box = cols[0].popover(_("Share"), icon=":material/link:", width="stretch")
     if msg := ss.get(REVERT):
         sb.error(msg, icon=":material/undo:")
+    n_seeds = sb.number_input(
+        _("Seeds per figure"), 1, seeds.MAX, seeds.DEFAULT, 1, key=seeds.KEY, bind="query-params",
+        help=_("Every number the pages conclude is over this many runs: the scenario's seed (the one the charts "
+               "draw) and the next ones. It shows the value over all of them, the seeds' min–max, and how many "
+               "requests a percentile rests on."))
     values = _controls(c)
     sc, res = _run(c, values, eager)
     ss[RAN] = values
     lab = Lab(preset, c.raw, c, values, sc, c.encode(values, preset), uploaded,
-              notes=list(ss.get(LINK_NOTES, [])))
+              notes=list(ss.get(LINK_NOTES, [])), seeds=int(n_seeds))
+    if lab.seeds != seeds.DEFAULT:
+        lab.share[seeds.KEY] = str(lab.seeds)
     if res is not None:
         lab.result = res  # already fetched: the page does not unpickle it again
     _files(lab)

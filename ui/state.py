@@ -51,6 +51,12 @@ def frame() -> None:
         from . import runs
 
         runs.run_pool().want(runs.viewer_id(), [])  # a sweep left behind is abandoned
+    if "_viewer" in ss:
+        from . import capacity_live, over_seeds
+
+        if path not in over_seeds.PAGES:
+            over_seeds.forget()  # so are the seeds of a page left behind
+        capacity_live.leave(path)  # and capacity searches only another page wanted
     lab.page, lab.entered = path, entered
     if lang != i18n.DEFAULT:
         lab.share[sidebar.LANG_KEY] = lang

@@ -75,6 +75,8 @@ class Kpi:
     delta_color: str  # "inverse" when lower is better; "orange" for a warning instead of a delta
     arrow: str = "auto"  # "off" when the delta is a warning, not a change
     help: str | None = None
+    description: str | None = None  # beside the delta: on how many seeds it holds
+    note: str | None = None  # the line under the card: what the figure rests on (seeds, range, requests)
 
 
 def _delta(cur: float | None, base: float | None, fmt) -> str | None:

@@ -16,7 +16,7 @@ CONFIG_FIELDS = ("name", "pol", "res", "kv", "inh", "cap")
 COMPARE_SLOTS = (2, 3)  # column 1 is always the sidebar's scenario
 
 VIEW_KEYS: dict[str, frozenset[str]] = {
-    "p99": frozenset({"sw_knob", "sw_cls", "sw_from", "sw_to", "sw_pts", "sw_seeds"}),
+    "p99": frozenset({"sw_knob", "sw_cls", "sw_from", "sw_to", "sw_pts"}),
     "timeline": frozenset({"tl_show", "tl_cls", "tl_from", "tl_to", "tl_req"}),
     "compare": frozenset({"cmp_n"} | {f"c{i}_{f}" for i in COMPARE_SLOTS for f in CONFIG_FIELDS}),
     "workshop": frozenset({"lesson", "present"}),
@@ -38,7 +38,6 @@ def sweep_range(knob: str) -> list[Param]:
         Param("sw_from", "", "float", _("From"), 0.0, 1e7, step),
         Param("sw_to", "", "float", _("To"), 0.0, 1e7, step),
         Param("sw_pts", "", "int", _("Points"), 3, 16, 1),
-        Param("sw_seeds", "", "int", _("Seeds per point"), 1, 5, 1),
     ]
 
 

@@ -1,11 +1,13 @@
 """Worker processes: fresh interpreters that run scenarios off the server's interpreter.
 
 Two kinds, one protocol. *Sweep* workers return a run's summary (the P99 curves, the workshop's
-sweeps) — or, for a key sent as `measure:{job}`, the claim metrics of a scenario story's run
-(`engine.story.job`, the *Does this hold?* page); *page* workers return the whole `Result` a page
-draws. Page runs leave the server
-because every session's script shares one interpreter lock there: under an eight-session load
-the simulations took a third of it, so one session's run stalled every other session's page.
+sweeps, capacity searches) — or, for a key sent as `measure:{job}`, the claim metrics of a scenario
+story's run (`engine.story.job`, the *Does this hold?* page); *page* workers return the whole
+`Result` a page draws, or — for a key sent as `samples:{json}` — the run's
+`engine.evidence.RunSamples` (the other seeds of a page's figures: tens of kB where a Result is
+hundreds, and nothing the server would draw). Page runs leave the server because every session's
+script shares one interpreter lock there: under an eight-session load the simulations took a third
+of it, so one session's run stalled every other session's page.
 
 Why not `multiprocessing`: forking the threaded Streamlit server can copy a lock some other
 thread holds (the child then hangs), and "spawn"/"forkserver" children re-import the running
@@ -34,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("summary", "result")
 MEASURE = "measure:"  # a sweep worker's key with this prefix is a story's job: its claims' metrics
+SAMPLES = "samples:"  # a page worker's key with this prefix returns the run's RunSamples, not its Result
 _LEN = struct.Struct("<Q")
 _MAX_REPLY = 4 << 30  # bytes: a longer "frame" is garbage, never something to wait for
 
@@ -59,9 +62,12 @@ def _task(kind: str):
 
         return summary
 
+    from engine.evidence import RunSamples
     from ui.work import run_json
 
     def result(key: str):
+        if key.startswith(SAMPLES):  # one more seed of a page's figures: only what the estimates need
+            return RunSamples.of(run_json(key[len(SAMPLES):]))
         res = run_json(key)
         _ = res.steps, res.episodes  # derived on first use: derive them here, not on the server
         return res

@@ -5,6 +5,8 @@ from html import unescape
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.seeded import run_until_seeded
+
 APP = "../../app.py"  # relative to this test file (AppTest resolves it so)
 PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py", "pages/story.py",
          "pages/workshop.py", "pages/memory.py", "pages/sweeps.py"]
@@ -80,6 +82,7 @@ def test_moving_the_reserve_changes_p0_p99():
     before = metric(at, "P0 · P99 TTFT")
     at.slider(key="reserve").set_value(2048).run()
     assert not at.exception
+    run_until_seeded(at)  # the deltas pair seed with seed, once every seed of both is in
     after = metric(at, "P0 · P99 TTFT")
     assert after != before
     delta = [m for m in at.metric if m.label == "P0 · P99 TTFT"][0]
@@ -341,12 +344,12 @@ def on_page(page: str, **query) -> AppTest:
 
 
 def test_the_sweep_runs_live_without_a_button_and_is_shared_across_sessions():
-    at = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", sw_seeds="1")
+    at = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", seeds="1")
     assert not at.exception and not [b for b in at.button if "sweep" in b.label.lower()]
     assert at.selectbox(key="sw_knob").value == "cap" and at.number_input(key="sw_pts").value == 3
     run_until_swept(at)
     assert at.get("plotly_chart") and (at.success or at.warning)
-    again = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", sw_seeds="1")  # a second session: from the pool
+    again = on_page("pages/p99.py", sw_knob="cap", sw_pts="3", seeds="1")  # a second session: from the pool
     assert not again.exception and [c for c in again.caption if "3 runs:" in c.value]
 
 
@@ -360,7 +363,7 @@ def test_sweep_settings_from_the_link_are_checked():
 
 
 def test_rejected_requests_never_look_like_an_improvement():
-    at = fresh(p2_cap="4096")  # reject mode: all of P2's documents are turned away
+    at = run_until_seeded(fresh(p2_cap="4096", seeds="1"))  # reject mode: all of P2's documents are turned away
     assert not at.exception
     p2 = {m.label: m for m in at.metric if m.label.startswith("P2 · ")}
     assert p2["P2 · Not served"].value == "4"
@@ -374,7 +377,7 @@ def test_rejected_requests_never_look_like_an_improvement():
                                             ("separate-replicas", "2 replicas, pinned routing"),
                                             ("gateway-priority", "gateway priority")])
 def test_remedy_presets_compare_against_the_same_traffic_without_their_remedy(preset, remedy):
-    at = fresh(preset=preset)
+    at = run_until_seeded(fresh(preset=preset))
     assert not at.exception
     assert not [i for i in at.info if "No remedy" in i.value]
     assert [m for m in at.metric if m.label == "P0 · P99 TTFT"][0].delta
@@ -406,23 +409,23 @@ def test_compare_follows_the_sidebar_and_refuses_duplicate_names():
     at.slider(key="reserve").set_value(512).run()
     at.switch_page("pages/compare.py").run()  # ... after leaving and coming back too
     assert any("**Token reserve:** 512" in m.value for m in at.markdown)
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert list(table.columns) == ["Sidebar", "Priority", "Priority + reserve"]
     at.text_input(key="c3_name").set_value("Priority").run()
     assert at.text_input(key="c3_name").value == "Priority + reserve"
     assert any("already the name of another column" in e.value for e in at.error)
-    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Priority + reserve"]
+    assert list(at.table[0].value.columns) == ["Sidebar", "Priority", "Priority + reserve"]
     at.text_input(key="c3_name").set_value("Sidebar").run()
     assert at.text_input(key="c3_name").value == "Priority + reserve"
     at.text_input(key="c3_name").set_value("Mine").run()
-    assert not at.error and list(at.dataframe[0].value.columns) == ["Sidebar", "Priority", "Mine"]
+    assert not at.error and list(at.table[0].value.columns) == ["Sidebar", "Priority", "Mine"]
 
 
 def test_compare_configurations_come_from_the_link():
     at = on_page("pages/compare.py", cmp_n="2", c2_name="Buffer", c2_pol="backfill", c2_res="2048")
     assert not at.exception and not notes(at)
     assert at.radio(key="cmp_n").value == 2 and at.text_input(key="c2_name").value == "Buffer"
-    assert list(at.dataframe[0].value.columns) == ["Sidebar", "Buffer"]
+    assert list(at.table[0].value.columns) == ["Sidebar", "Buffer"]
     dup = on_page("pages/compare.py", c2_name="Sidebar")
     assert dup.text_input(key="c2_name").value == "Priority" and "already the name" in notes(dup)
 
@@ -437,8 +440,8 @@ def test_share_links_carry_the_page_and_its_view():
     at = on_page("pages/p99.py", sw_knob="cap", sw_pts="4", policy="priority")
     link = share_link(at)
     assert "/p99?" in link and "policy=priority" in link and "sw_knob=cap" in link and "sw_pts=4" in link
-    at.number_input(key="sw_seeds").set_value(2).run()
-    assert "sw_seeds=2" in share_link(at) and at.query_params["sw_seeds"] in ("2", ["2"])
+    at.number_input(key="seeds").set_value(2).run()  # the sidebar's seeds per figure
+    assert "&seeds=2" in share_link(at) or "?seeds=2" in share_link(at)
     ws = on_page("pages/workshop.py", lesson="kv-caps")
     assert ws.selectbox(key="lesson").value == "kv-caps" and "lesson=kv-caps" in share_link(ws)
     cmp = on_page("pages/compare.py", c2_name="Buffer", c2_res="2048")

@@ -82,7 +82,7 @@ async def first_page(browser, url: str, usage: CpuUsage, path: str) -> tuple[flo
 async def polling(browser, url: str, usage: CpuUsage) -> float:
     """Chromium CPU-s over 10 s of a page whose long sweep is still computing."""
     page = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
-    await page.goto(f"{url}/p99?dur=3000&sw_seeds=5&sw_pts=16")
+    await page.goto(f"{url}/p99?dur=3000&seeds=5&sw_pts=16")
     await page.wait_for_selector("[class*='st-key-sweep_']", timeout=120_000)
     await page.wait_for_timeout(3000)
     c0 = chromium_s(usage)

@@ -29,7 +29,7 @@ def cut_off(page) -> list[str]:
 
 @pytest.mark.parametrize("path, name", [("/?policy=priority&reserve=1024&p2_cap=4096", "playground"),
                                         ("/memory", "memory"), ("/compare", "compare"),
-                                        ("/p99?sw_pts=3&sw_seeds=1", "p99"),
+                                        ("/p99?sw_pts=3&seeds=1", "p99"),
                                         ("/timeline", "timeline")])
 def test_nothing_is_cut_off_at_1280_px(page, app_url, shots, path, name):
     open_app(page, f"{app_url}{path}")
@@ -56,7 +56,7 @@ def test_workshop_reveal_fits_at_1280_px(page, app_url, shots):
 
 
 def test_rejected_documents_show_as_rejected_not_as_a_gain(page, app_url):
-    open_app(page, f"{app_url}/?p2_cap=4096")
+    open_app(page, f"{app_url}/?p2_cap=4096&seeds=1")  # one seed: its 4 documents
     cards = page.get_by_test_id("stMetric").filter(has_text="P2 · P99 TTFT")
     expect(cards.get_by_test_id("stMetricDelta")).to_have_text(re.compile("4 of 4 rejected"))
     expect(page.get_by_test_id("stMetric").filter(has_text="P2 · Not served")
@@ -95,7 +95,7 @@ def share_link(page) -> str:
 
 
 @pytest.mark.parametrize("path, key, check", [
-    ("/p99?sw_knob=cap&sw_pts=4&sw_seeds=1&policy=priority", "sw_knob", ".st-key-sw_knob"),
+    ("/p99?sw_knob=cap&sw_pts=4&seeds=1&policy=priority", "sw_knob", ".st-key-sw_knob"),
     ("/compare?cmp_n=2&c2_name=Buffer&c2_res=2048", "c2_name", ".st-key-c2_name"),
     ("/workshop?lesson=kv-caps", "lesson", ".st-key-lesson"),
     ("/timeline?preset=classic-inversion&tl_show=all&tl_from=10&tl_to=40&tl_req=48", "tl_req", ".st-key-tl_req"),

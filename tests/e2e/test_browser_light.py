@@ -47,7 +47,11 @@ COUNT_RERUNS = """(() => { window.__rerunsSent = 0; const send = WebSocket.proto
 
 def test_slider_key_steps_make_one_run_and_the_url_follows(page, app_url):
     page.add_init_script(COUNT_RERUNS)
-    open_app(page, f"{app_url}/?policy=priority")
+    # one seed: the cards' baseline (the same without remedies) is one run that every reserve shares,
+    # so no fragment polls for other seeds and every rerun counted is the slider's
+    open_app(page, f"{app_url}/?policy=priority&seeds=1")
+    page.wait_for_selector("[class*='st-key-pg_numbers_all']", state="attached", timeout=60_000)
+    wait_idle(page)
     thumb = page.locator(".st-key-reserve").get_by_role("slider")
     thumb.focus()
     before = page.evaluate("window.__rerunsSent")

@@ -32,7 +32,7 @@ def wait_sweep_done(page, timeout_ms: int = 120_000) -> None:
 
 
 def test_p99_curves_follow_the_sidebar_coarse_first_then_complete(page, app_url, shots):
-    open_app(page, f"{app_url}/p99?sw_pts=5&sw_seeds=2")
+    open_app(page, f"{app_url}/p99?sw_pts=5&seeds=2")
     expect(page.get_by_role("button", name=re.compile("sweep", re.I))).to_have_count(0)  # no button
     wait_sweep_done(page)
     expect(page.get_by_test_id("stException")).to_have_count(0)
@@ -60,7 +60,7 @@ def test_while_a_long_sweep_computes_every_poll_keeps_the_chart_and_raises_nothi
     Each poll must redraw the chart (Streamlit clears what a fragment's rerun does not draw) and
     write only where it may (a fragment cannot fill a slot outside it that it left empty in the full
     run: an exception on the first milestone)."""
-    open_app(page, f"{app_url}/p99?dur=600&sw_seeds=5&sw_pts=16")
+    open_app(page, f"{app_url}/p99?dur=600&seeds=5&sw_pts=16")
     page.wait_for_selector(SWEEP, state="attached", timeout=60_000)
     chart, shown, stages = page.locator(f"{SWEEP} .js-plotly-plot"), [], set()
     for _ in range(60):  # 6 s: about 12 polls
@@ -74,7 +74,7 @@ def test_while_a_long_sweep_computes_every_poll_keeps_the_chart_and_raises_nothi
 
 
 def test_a_second_session_gets_the_same_sweep_from_the_shared_pool(browser, app_url):
-    url = f"{app_url}/p99?sw_knob=cap&sw_pts=3&sw_seeds=1"
+    url = f"{app_url}/p99?sw_knob=cap&sw_pts=3&seeds=1"
     first = browser.new_page(viewport={"width": 1280, "height": 1000})
     try:
         open_app(first, url)
