@@ -1,6 +1,6 @@
 """Capacity: the most offered load a configuration carries within its SLOs — what a remedy costs.
 
-`throughput_tok_s` (output tokens over the run's length) is the offered load whenever everything
+`served_tok_s` (output tokens over the run's length) is the offered load whenever everything
 finishes, so it cannot show a cost: a remedy that idles a quarter of the GPU serves the same
 tokens as long as the queue drains. What the article's trade-off is about is how much traffic
 the GPU can still carry. Three figures answer that (DESIGN §6):

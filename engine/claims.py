@@ -7,7 +7,7 @@ knows to be on an edge (`engine.story`). Lessons (`lessons/*.md`) and stories
 (`story:` in a scenario's YAML, `engine.story`) write them the same way, so one checker serves
 the Workshop page, the tests and `python -m engine story`.
 
-Metric names: `P0.ttft_p99` (a class's summary field), `throughput_tok_s` (a run's summary
+Metric names: `P0.ttft_p99` (a class's summary field), `served_tok_s` (a run's summary
 field), `top_holder` (the class of the biggest KV holder the top class waited on, by wait time)
 or a number derived from the result frames (`engine.derived.metric`: `dash.kv_use`,
 `overtaken_later`, `wrong_holder_share`, `replica0.kv_use`). Checking is split in two —
@@ -110,7 +110,7 @@ def measure(res: Result, names: Sequence[str]) -> dict:
             values[n] = _plain(metric(res, n))
         except KeyError:
             raise ClaimError(f"unknown metric {n!r}: a class field (P0.ttft_p99), a run field "
-                             "(throughput_tok_s) or a derived number (engine.derived.metric)") from None
+                             "(served_tok_s) or a derived number (engine.derived.metric)") from None
     return {"values": values, "support": {n: k for n in names if (k := support(res, n)) is not None}}
 
 

@@ -147,7 +147,7 @@ def format_summary(s: dict, few: set[tuple[str, str]] = frozenset()) -> str:
     lines = [
         f"{clip(s['scenario'], 200)} (seed {s['seed']}): {s['steps']} steps, {s['sim_time_s']:.1f} s simulated "
         f"in {s['wall_time_s']:.2f} s; KV {s['kv_blocks']} blocks, mean use {s['kv_util_mean']:.0%}; "
-        f"served {s['throughput_tok_s']:.0f} output tok/s; batch fill {s['batch_fill']:.0%}; "
+        f"served {s['served_tok_s']:.0f} output tok/s; batch fill {s['batch_fill']:.0%}; "
         f"{s['preemptions']} preemptions; {s['rejected']} rejected",
         f"{'class':<12}{'prio':>5}{'n':>7}{'done':>7}{'TTFT p50':>11}{'TTFT p99':>11}{'TPOT p99':>11}"
         f"{'blocked':>10}{'inversion':>11}{'SLO':>7}",

@@ -36,7 +36,7 @@ def _capacity(res: Result) -> int:
 def dashboard_series(res: Result, window_s: float = SCRAPE_S) -> pd.DataFrame:
     """One row per dashboard window (all replicas together): t (window start, s), gpu_busy (share
     of the window's GPU time with a forward pass), kv_use (share of KV blocks held), waiting and
-    running (time-weighted mean requests), throughput_tok_s (generated tokens per second), and the
+    running (time-weighted mean requests), served_tok_s (generated tokens per second), and the
     top class's TTFT P99 and request count over the requests that arrived in the window."""
     st = res.steps
     reps = max(int(st["replica"].max()) + 1, 1) if len(st) and "replica" in st else 1
@@ -65,7 +65,7 @@ def dashboard_series(res: Result, window_s: float = SCRAPE_S) -> pd.DataFrame:
         "kv_use": (g["kv"] / weight / (_capacity(res) * reps)).fillna(0.0).to_numpy(),
         "waiting": (g["waiting"] / weight).fillna(0.0).to_numpy(),
         "running": (g["running"] / weight).fillna(0.0).to_numpy(),
-        "throughput_tok_s": (g["decode"] / window_s).to_numpy(),
+        "served_tok_s": (g["decode"] / window_s).to_numpy(),
     })
     req = res.requests
     top = req[(req["priority"] == req["priority"].min()) & req["measured"]] if len(req) else req
@@ -95,7 +95,7 @@ def dashboard(res: Result) -> dict[str, float]:
         "kv_use": float((w * st["kv_used"].to_numpy(float)).sum() / total / _capacity(res)),
         "waiting_mean": float((w * _cols(res, "waiting_").to_numpy(float)).sum() / total * reps),
         "waiting_peak": float(series["waiting"].max()) if len(series) else 0.0,
-        "throughput": float(res.summary["throughput_tok_s"]),
+        "throughput": float(res.summary["served_tok_s"]),
     }
 
 

@@ -169,7 +169,7 @@ def summarize(sc: Scenario, mem: MemoryBreakdown, req: pd.DataFrame, steps: Step
         "steps": n,
         "sim_time_s": float(t_end),
         "wall_time_s": float(wall_s),
-        "throughput_tok_s": out_tokens / t_end if t_end > 0 else 0.0,
+        "served_tok_s": out_tokens / t_end if t_end > 0 else 0.0,
         "processed_tok_s": float(steps.tokens) / t_end if t_end > 0 else 0.0,
         "kv_util_mean": kv_util,
         "mean_batch_tokens": float(steps.tokens) / n if n else 0.0,

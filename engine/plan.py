@@ -119,7 +119,7 @@ def points(table: pd.DataFrame, knobs: Sequence[str] | None = None, criterion: s
     if knobs is None:
         knobs = knob_columns_of(table)
     knobs = list(knobs)
-    cols = ["gpus", "top_ttft_p99", "throughput_tok_s", "feasible", "seeds", "runs"]
+    cols = ["gpus", "top_ttft_p99", "served_tok_s", "feasible", "seeds", "runs"]
     if not len(table):
         return pd.DataFrame(columns=[*knobs, *cols])
     top = top_class(table)
@@ -129,9 +129,9 @@ def points(table: pd.DataFrame, knobs: Sequence[str] | None = None, criterion: s
     group = t.groupby(keys, dropna=False, sort=False) if keys else t.groupby(np.zeros(len(t)), sort=False)
     out = group.agg(gpus=("gpus", "max"), top_ttft_p99=("_ttft", "max"), feasible=("_ok", "all"),
                     seeds=("seed", "nunique"), runs=("run", lambda r: list(dict.fromkeys(r))))
-    thr = t.drop_duplicates("run").groupby(keys, dropna=False, sort=False)["throughput_tok_s"].mean() if keys else \
-        pd.Series([t.drop_duplicates("run")["throughput_tok_s"].mean()], index=out.index)
-    out["throughput_tok_s"] = thr.reindex(out.index).to_numpy()
+    thr = t.drop_duplicates("run").groupby(keys, dropna=False, sort=False)["served_tok_s"].mean() if keys else \
+        pd.Series([t.drop_duplicates("run")["served_tok_s"].mean()], index=out.index)
+    out["served_tok_s"] = thr.reindex(out.index).to_numpy()
     out = out.reset_index() if keys else out.reset_index(drop=True)
     return out[[*keys, *cols]]
 
@@ -147,7 +147,7 @@ def pareto(pts: pd.DataFrame) -> pd.Series:
         return pd.Series([], dtype=bool)
     g = pts["gpus"].to_numpy(float)
     lat = np.nan_to_num(pts["top_ttft_p99"].to_numpy(float), nan=np.inf)
-    thr = np.nan_to_num(pts["throughput_tok_s"].to_numpy(float), nan=-np.inf)
+    thr = np.nan_to_num(pts["served_tok_s"].to_numpy(float), nan=-np.inf)
     keep = np.ones(len(pts), dtype=bool)
     below_lat, below_thr = np.empty(0), np.empty(0)
     for level in np.unique(g):
@@ -174,7 +174,7 @@ def cheapest(pts: pd.DataFrame) -> pd.Series | None:
     ok = pts[pts["feasible"].astype(bool)]
     if not len(ok):
         return None
-    ranked = ok.assign(_lat=ok["top_ttft_p99"].fillna(np.inf), _thr=-ok["throughput_tok_s"].fillna(0))
+    ranked = ok.assign(_lat=ok["top_ttft_p99"].fillna(np.inf), _thr=-ok["served_tok_s"].fillna(0))
     return ok.loc[ranked.sort_values(["gpus", "_lat", "_thr"], kind="stable").index[0]]
 
 
@@ -336,7 +336,7 @@ def format_plan(o: PlanOutcome, spec: Spec) -> str:
     for _, p in front.iterrows():
         setting = ", ".join(f"{k}={p[k]}" for k in knobs if k in p.index)
         lat = "-" if pd.isna(p["top_ttft_p99"]) else f"{p['top_ttft_p99']:.3f} s"
-        lines.append(f"  {int(p['gpus']):>3}  {lat:>9}  {p['throughput_tok_s']:>9.0f} tok/s served  "
+        lines.append(f"  {int(p['gpus']):>3}  {lat:>9}  {p['served_tok_s']:>9.0f} tok/s served  "
                      f"{'yes' if p['feasible'] else 'no ':>3}  {setting}")
     if o.cheapest is None:
         lines.append("no plan: no tested setting meets every SLO; widen plan.replicas or the remedies")
@@ -344,7 +344,7 @@ def format_plan(o: PlanOutcome, spec: Spec) -> str:
         c = o.cheapest
         setting = ", ".join(f"{k}={c[k]}" for k in knobs if k in c)
         lines.append(f"cheapest: {c['gpus']} GPU(s): {setting}")
-        lines.append(f"  {o.top} P99 TTFT {c['top_ttft_p99']:.3f} s (worst seed), {c['throughput_tok_s']:.0f} tok/s "
+        lines.append(f"  {o.top} P99 TTFT {c['top_ttft_p99']:.3f} s (worst seed), {c['served_tok_s']:.0f} tok/s "
                      "served; "
                      f"runs {' '.join(c['runs'])}")
     if o.status != "complete":

@@ -81,7 +81,7 @@ def show(data: sd.SweepData) -> None:
                                 "Cheapest plan: **{gpus} GPUs** with {what}: {top} P99 TTFT {p99:.3f} s (worst of "
                                 "{seeds} seeds), {thr:,.0f} output tok/s served", gpus).format(
                 gpus=gpus, what=what, top=sd.inert(top), p99=c["top_ttft_p99"], seeds=int(c["seeds"]),
-                thr=c["throughput_tok_s"]), icon=":material/flag:")
+                thr=c["served_tok_s"]), icon=":material/flag:")
             st.caption(_("Runs behind it: ") + ", ".join(f"`{r}`" for r in c["runs"] if r.isalnum()))
     else:
         st.warning(_("No setting in this output keeps every class with an SLO within it in every seed."),

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from .figures import FONT, alpha, class_color
 from .i18n import N_, _
 
-COST = [("throughput_tok_s", N_("served rate (tok/s)"), "#24292f", "solid", False),
+COST = [("served_tok_s", N_("served rate (tok/s)"), "#24292f", "solid", False),
         ("batch_fill", N_("batch fill"), "#57606a", "dash", True),
         ("reserve_idle_token_frac", N_("idle reserve (share of budget)"), "#bf8700", "dot", True)]
 GAP = 0.05

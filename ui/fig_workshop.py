@@ -65,7 +65,7 @@ DASH_PANELS = [  # (column, label, format)
     ("gpu_busy", N_("GPU busy"), ".0%"),
     ("kv_use", N_("KV cache use"), ".0%"),
     ("waiting", N_("Requests waiting (vllm:num_requests_waiting)"), ".1f"),
-    ("throughput_tok_s", N_("Throughput (generated tok/s)"), ",.0f"),
+    ("served_tok_s", N_("Throughput (generated tok/s)"), ",.0f"),
     ("top_ttft_p99", N_("{top} P99 TTFT of the window's arrivals (s)"), ".2f"),
 ]
 

@@ -180,7 +180,7 @@ def metric_label(name: str) -> str:
     if tail in FIELD_LABELS:
         return _(FIELD_LABELS[tail]).format(cls=head)
     return {"alerts": _("Alerts"), "top_holder": _("Main KV holder when it waits"), "top_reason": _("Main wait reason"),
-            "throughput_tok_s": _("Served rate")}.get(name, name)
+            "served_tok_s": _("Served rate")}.get(name, name)
 
 
 def fmt_metric(name: str, v) -> str:
@@ -188,7 +188,7 @@ def fmt_metric(name: str, v) -> str:
         return "–"
     if name in _SHARE or name.endswith((".slo_attainment", "kv_use", "_share")):
         return f"{v:.1%}" if name == "reserve_idle_token_frac" else percent(v)
-    if name.endswith("throughput") or name == "throughput_tok_s":
+    if name.endswith("throughput") or name == "served_tok_s":
         return f"{v:,.0f} tok/s"
     if name.endswith(("_p99", "_p50", "_s")) or name.startswith("wait_s."):
         return seconds(v)
@@ -211,7 +211,7 @@ def reveal_table(lesson: Lesson, results: list[Result]) -> pd.DataFrame:
         col[_("{cls} SLO met").format(cls=top)] = percent(c["slo_attainment"])
         col[_("{cls} inversion time").format(cls=top)] = f"{c['inversion_s']:.1f} s"
         col[_("{cls} blocked time").format(cls=top)] = f"{c['blocked_s']:.1f} s"
-        col[_("Served rate")] = f"{s['throughput_tok_s']:,.0f} tok/s"
+        col[_("Served rate")] = f"{s['served_tok_s']:,.0f} tok/s"
         col[_("GPUs")] = f"{s.get('gpus', 1)}"
         col[_("Alerts")] = f"{s['alerts']}"
         col[_("Main KV holder when it waits")] = str(metric(res, "top_holder") or "–")

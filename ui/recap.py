@@ -44,7 +44,7 @@ def table(summaries: list[dict]) -> pd.DataFrame:
         p0, p1, p2 = c["P0"], c["P1"], c["P2"]
         rows.append({
             "label": _(label), "p0_p99": p0["ttft_p99"], "p0_slo": p0["slo_attainment"],
-            "p1_p99": p1["ttft_p99"], "p2_e2e": p2["e2e_p99"], "throughput": s["throughput_tok_s"],
+            "p1_p99": p1["ttft_p99"], "p2_e2e": p2["e2e_p99"], "throughput": s["served_tok_s"],
             "gpus": s.get("gpus", 1), "lost": sum(int(k["rejected"]) + int(k["unfinished"]) for k in c.values()),
         })
     return pd.DataFrame(rows)

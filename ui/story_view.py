@@ -36,7 +36,7 @@ CLASS_FIELDS = {  # a class's summary field in words, as the lessons' reveal nam
     "cache_hit_rate": N_("{cls} prefix-cache hit rate"),
 }
 RUN_FIELDS = {  # run-level metrics the lessons' reveal table does not name (`ui.lessons.METRIC_LABELS`)
-    "top_holder": N_("Main KV holder when it waits"), "throughput_tok_s": N_("Served rate"),
+    "top_holder": N_("Main KV holder when it waits"), "served_tok_s": N_("Served rate"),
     "recomputed_tokens": N_("Recomputed tokens"), "top_reason": N_("Main reason the top class waits"),
     "gateway_inversions": N_("Inversions at the gateway"),
 }

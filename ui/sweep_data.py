@@ -19,7 +19,7 @@ from engine import ScenarioError
 from engine.plan import knob_columns_of, read_plan
 from engine.sweep_store import MANIFEST, TABLE, read_manifest, read_table
 
-REQUIRED = ("run", "class", "priority", "gpus", "ttft_p99", "throughput_tok_s")
+REQUIRED = ("run", "class", "priority", "gpus", "ttft_p99", "served_tok_s")
 MAX_BYTES = 20 << 20  # the app's upload limit (.streamlit/config.toml)
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 

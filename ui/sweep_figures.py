@@ -114,7 +114,7 @@ def frontier(points: pd.DataFrame, knobs: list[str], *, top: str | None = None, 
     at = (lambda v: float(np.log10(v))) if log else float  # annotations on a log axis take log10
     pts["label"] = [settings_label(r, knobs) for _i, r in pts.iterrows()]
     lat = pts["top_ttft_p99"].astype(float)
-    thr = pts["throughput_tok_s"].astype(float)
+    thr = pts["served_tok_s"].astype(float)
     for ok, name, symbol in ((True, _("meets every SLO"), "circle"), (False, _("misses an SLO"), "circle-open")):
         sel = pts["feasible"].astype(bool) == ok
         if not sel.any():

@@ -173,7 +173,7 @@ def frame(p: Plan, done: dict[str, dict]) -> pd.DataFrame:
     """Long table of the finished points: one row per (value, seed, class).
 
     Columns: value, seed, class, priority, n, rejected, unfinished, ttft_p99, slo_attainment, and the
-    run's throughput_tok_s, batch_fill, reserve_idle_token_frac (the cost side).
+    run's served_tok_s, batch_fill, reserve_idle_token_frac (the cost side).
     """
     rows = []
     for value, seed, key in p.points:
@@ -183,10 +183,10 @@ def frame(p: Plan, done: dict[str, dict]) -> pd.DataFrame:
         for name, c in s["classes"].items():
             rows.append({"value": value, "seed": seed, "class": name, "priority": c["priority"], "n": c["n"],
                          "rejected": c["rejected"], "unfinished": c["unfinished"], "ttft_p99": c["ttft_p99"],
-                         "slo_attainment": c["slo_attainment"], "throughput_tok_s": s["throughput_tok_s"],
+                         "slo_attainment": c["slo_attainment"], "served_tok_s": s["served_tok_s"],
                          "batch_fill": s["batch_fill"], "reserve_idle_token_frac": s["reserve_idle_token_frac"]})
     cols = ["value", "seed", "class", "priority", "n", "rejected", "unfinished", "ttft_p99", "slo_attainment",
-            "throughput_tok_s", "batch_fill", "reserve_idle_token_frac"]
+            "served_tok_s", "batch_fill", "reserve_idle_token_frac"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -160,7 +160,7 @@ def class_kpis(name: str, cur: dict, base: dict | None, cards_only: bool = True)
 
 
 def system_kpis(cur: dict, base: dict | None) -> list[Kpi]:
-    rows = [("throughput_tok_s", _("Served rate (tok/s)"), lambda x: f"{x:,.0f}", "normal"),
+    rows = [("served_tok_s", _("Served rate (tok/s)"), lambda x: f"{x:,.0f}", "normal"),
             ("batch_fill", _("Batch fill"), percent, "normal"),
             ("kv_util_mean", _("Mean KV use"), percent, "normal"),
             ("preemptions", _("Preemptions"), lambda x: f"{x:,}", "inverse"),
@@ -318,7 +318,7 @@ def summary_table(summaries: dict[str, dict]) -> pd.DataFrame:
             for key, title, fmt, _c, _s in KPI_FIELDS:
                 v = c.get(key)
                 rows.setdefault(f"{name} {_(title)}", {})[label] = fmt(v) if v is not None else "–"
-        rows.setdefault(_("Served rate"), {})[label] = f"{s['throughput_tok_s']:,.0f} tok/s"
+        rows.setdefault(_("Served rate"), {})[label] = f"{s['served_tok_s']:,.0f} tok/s"
         rows.setdefault(_("Batch fill"), {})[label] = percent(s["batch_fill"])
         for name, c in s["classes"].items():
             rows.setdefault(_("{cls} rejected · unfinished").format(cls=name), {})[label] = \

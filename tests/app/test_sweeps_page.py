@@ -59,9 +59,9 @@ def test_a_plan_output_shows_the_frontier_and_the_cheapest_plan(at, workdir):
 def test_pickers_drive_the_explorer(at):
     at.text_input(key="swp_path").set_value("runs/tiny").run()
     y = [s for s in at.selectbox if s.label == "y"][0]
-    y.set_value("throughput_tok_s").run()
+    y.set_value("served_tok_s").run()
     assert not at.exception
-    assert charts(at)[1]["layout"]["yaxis"]["title"]["text"] == "throughput_tok_s"
+    assert charts(at)[1]["layout"]["yaxis"]["title"]["text"] == "served_tok_s"
     [t for t in at.toggle if t.label == "panel per class"][0].set_value(False).run()
     assert not charts(at)[1]["layout"].get("annotations")
     [m for m in at.multiselect if m.label == "classes"][0].set_value([]).run()

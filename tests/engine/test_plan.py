@@ -39,7 +39,7 @@ def test_bisection_finds_the_smallest_passing_count_in_few_tests(low, width, nee
 def _rows(**over):
     base = {"run": "r1", "seed": 0, "class": "P0", "priority": 0, "ttft_p99": 0.5, "tpot_p99": 0.05,
             "rejected": 0, "unfinished": 0, "slo_attainment": 1.0, "slo_ttft_s": 1.0, "slo_tpot_s": 0.1,
-            "gpus": 1, "throughput_tok_s": 100.0}
+            "gpus": 1, "served_tok_s": 100.0}
     return {**base, **over}
 
 
@@ -65,17 +65,17 @@ def test_rows_ok_attainment():
 
 def test_points_fold_seeds_worst_p99_mean_throughput_and_all_seeds_must_pass():
     t = pd.DataFrame([
-        _rows(run="a", seed=0, **{"replicas.count": 1}, ttft_p99=0.5, throughput_tok_s=100, gpus=1),
+        _rows(run="a", seed=0, **{"replicas.count": 1}, ttft_p99=0.5, served_tok_s=100, gpus=1),
         _rows(run="a", seed=0, **{"replicas.count": 1}, **{"class": "P1"}, priority=1, ttft_p99=9.0, slo_ttft_s=None,
-              throughput_tok_s=100, gpus=1),
-        _rows(run="b", seed=1, **{"replicas.count": 1}, ttft_p99=1.5, throughput_tok_s=120, gpus=1),
-        _rows(run="c", seed=0, **{"replicas.count": 2}, ttft_p99=0.2, throughput_tok_s=150, gpus=2),
-        _rows(run="d", seed=1, **{"replicas.count": 2}, ttft_p99=0.3, throughput_tok_s=170, gpus=2),
+              served_tok_s=100, gpus=1),
+        _rows(run="b", seed=1, **{"replicas.count": 1}, ttft_p99=1.5, served_tok_s=120, gpus=1),
+        _rows(run="c", seed=0, **{"replicas.count": 2}, ttft_p99=0.2, served_tok_s=150, gpus=2),
+        _rows(run="d", seed=1, **{"replicas.count": 2}, ttft_p99=0.3, served_tok_s=170, gpus=2),
     ])
     p = points(t)
     assert p["replicas.count"].tolist() == [1, 2]
     assert p["top_ttft_p99"].tolist() == [1.5, 0.3]  # P0's worst seed; P1's 9 s is not the top class
-    assert p["throughput_tok_s"].tolist() == [110.0, 160.0]  # one value per run, not per class row
+    assert p["served_tok_s"].tolist() == [110.0, 160.0]  # one value per run, not per class row
     assert p["feasible"].tolist() == [False, True]
     assert p["runs"].tolist() == [["a", "b"], ["c", "d"]] and p["seeds"].tolist() == [2, 2]
     assert cheapest(p)["replicas.count"] == 2
@@ -83,12 +83,12 @@ def test_points_fold_seeds_worst_p99_mean_throughput_and_all_seeds_must_pass():
 
 def test_pareto_and_cheapest_by_hand():
     p = pd.DataFrame({"gpus": [1, 2, 2, 4, 4], "top_ttft_p99": [5.0, 1.0, 2.0, 0.5, 0.5],
-                      "throughput_tok_s": [100, 200, 150, 200, 190], "feasible": [False, True, True, True, True]})
+                      "served_tok_s": [100, 200, 150, 200, 190], "feasible": [False, True, True, True, True]})
     # (2, 2.0 s, 150) is beaten by (2, 1.0 s, 200); (4, 0.5, 190) by (4, 0.5, 200)
     assert pareto(p).tolist() == [True, True, False, True, False]
     assert cheapest(p).name == 1
     assert cheapest(p.assign(feasible=False)) is None
-    tie = pd.DataFrame({"gpus": [2, 2], "top_ttft_p99": [0.4, 0.3], "throughput_tok_s": [1, 1],
+    tie = pd.DataFrame({"gpus": [2, 2], "top_ttft_p99": [0.4, 0.3], "served_tok_s": [1, 1],
                         "feasible": [True, True]})
     assert cheapest(tie).name == 1  # same GPUs: the lower P99 wins
 
@@ -183,7 +183,7 @@ def test_plan_needs_an_slo_and_shared_routing(tmp_path):
 
 def _pareto_by_definition(p: pd.DataFrame) -> list[bool]:
     g, lat = p["gpus"].to_numpy(float), np.nan_to_num(p["top_ttft_p99"].to_numpy(float), nan=np.inf)
-    thr = np.nan_to_num(p["throughput_tok_s"].to_numpy(float), nan=-np.inf)
+    thr = np.nan_to_num(p["served_tok_s"].to_numpy(float), nan=-np.inf)
     out = []
     for j in range(len(p)):
         ge = (g <= g[j]) & (lat <= lat[j]) & (thr >= thr[j])
@@ -195,5 +195,5 @@ def _pareto_by_definition(p: pd.DataFrame) -> list[bool]:
 @given(st.lists(st.tuples(st.integers(1, 4), st.one_of(st.none(), st.sampled_from([0.1, 0.5, 1.0, 2.0])),
                           st.sampled_from([100.0, 150.0, 200.0])), max_size=30))
 def test_pareto_equals_its_definition(items):
-    p = pd.DataFrame(items, columns=["gpus", "top_ttft_p99", "throughput_tok_s"], dtype=float)
+    p = pd.DataFrame(items, columns=["gpus", "top_ttft_p99", "served_tok_s"], dtype=float)
     assert pareto(p).tolist() == _pareto_by_definition(p)

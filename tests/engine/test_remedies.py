@@ -54,7 +54,7 @@ def test_rescue_buffer_cuts_p0_tail_and_strict_mode_idles_budget():
     # preempted, so it is recomputed and finishes far later; total throughput drops.
     assert strict["recomputed_tokens"] > 50_000 and base["recomputed_tokens"] == 0
     assert strict["classes"]["P2"]["e2e_p99"] > 2 * base["classes"]["P2"]["e2e_p99"]
-    assert strict["throughput_tok_s"] < 0.85 * base["throughput_tok_s"]
+    assert strict["served_tok_s"] < 0.85 * base["served_tok_s"]
 
 
 def test_kv_cap_cuts_p0_waiting_and_the_capped_class_pays():
@@ -97,7 +97,7 @@ def test_separate_replicas_remove_inversion_at_the_price_of_gpus():
     assert p0(split)["ttft_p99"] < 1.0
     assert split["gpus"] == 2 * shared["gpus"]
     assert split["kv_util_mean"] < 0.7 * shared["kv_util_mean"]
-    assert split["throughput_tok_s"] / split["gpus"] < 0.6 * shared["throughput_tok_s"] / shared["gpus"]
+    assert split["served_tok_s"] / split["gpus"] < 0.6 * shared["served_tok_s"] / shared["gpus"]
 
 
 @pytest.mark.parametrize("name", ["default", "classic-inversion", "rescue-buffer", "kv-cap", "inheritance",

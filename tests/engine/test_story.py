@@ -97,7 +97,7 @@ def test_support_counts_the_requests_behind_a_percentile():
     p0 = req[(req["class"] == "P0") & req["measured"]]
     assert claims.support(res, "P0.ttft_p99") == int(p0["ttft_s"].notna().sum()) > 0
     assert claims.support(res, "P2.e2e_p99") == 3
-    assert claims.support(res, "P0.inversion_s") is None and claims.support(res, "throughput_tok_s") is None
+    assert claims.support(res, "P0.inversion_s") is None and claims.support(res, "served_tok_s") is None
     m = claims.measure(res, ["P0.ttft_p99", "top_holder", "overtaken_later"])
     assert m["values"]["P0.ttft_p99"] == res.summary["classes"]["P0"]["ttft_p99"]
     assert set(m["support"]) == {"P0.ttft_p99"}

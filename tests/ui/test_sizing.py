@@ -23,7 +23,7 @@ def fake(p99_of, rejected_of=lambda v, seed: 0, knob="p0_token_reserve"):
             seen.append((v, seed))
             lost = rejected_of(v, seed)
             out.append({"classes": {"P0": _cls(p99_of(v, seed)), "P1": _cls(2.0 + v / 1000), "P2": _cls(5.0, lost)},
-                        "rejected": lost, "unfinished": 0, "throughput_tok_s": 1000.0 - v / 100,
+                        "rejected": lost, "unfinished": 0, "served_tok_s": 1000.0 - v / 100,
                         "batch_fill": 0.9 - v / 8192, "reserve_idle_token_frac": v / 81920})
         return out
 

@@ -28,7 +28,7 @@ def table() -> pd.DataFrame:
                     rows.append({"run": run, "seed": seed, "scheduler.policy": pol, "mitigations.p0_token_reserve": res,
                                  "class": cls, "priority": prio, "n": 10, "ttft_p99": ttft, "tpot_p99": 0.05,
                                  "rejected": 0, "unfinished": 0, "slo_attainment": 1.0, "slo_ttft_s": slo,
-                                 "slo_tpot_s": None, "gpus": 1, "throughput_tok_s": 1000.0 - res / 10 + seed})
+                                 "slo_tpot_s": None, "gpus": 1, "served_tok_s": 1000.0 - res / 10 + seed})
     return pd.DataFrame(rows)
 
 
@@ -76,7 +76,7 @@ def test_explore_on_one_panel_tells_classes_apart():
 
 def test_frontier_marks_feasible_points_the_frontier_and_the_cheapest():
     pts = pd.DataFrame({"replicas.count": [1, 2, 3, 4], "gpus": [1, 2, 3, 4], "top_ttft_p99": [5.0, 0.9, 0.95, 0.3],
-                        "throughput_tok_s": [100.0, 200.0, 190.0, 210.0], "feasible": [False, True, True, True],
+                        "served_tok_s": [100.0, 200.0, 190.0, 210.0], "feasible": [False, True, True, True],
                         "seeds": [2] * 4, "runs": [["a"], ["b", "c"], ["d"], ["e"]]})
     pts["frontier"] = pareto(pts).to_numpy()
     assert pts["frontier"].tolist() == [True, True, False, True]

@@ -73,7 +73,7 @@ def test_total_load_packs_a_traces_arrivals_closer_over_the_same_stretch_of_it()
 
 
 def summary(p0, p2, rejected=0, tp=100.0, idle=0.0):
-    return {"throughput_tok_s": tp, "batch_fill": 0.5, "reserve_idle_token_frac": idle, "classes": {
+    return {"served_tok_s": tp, "batch_fill": 0.5, "reserve_idle_token_frac": idle, "classes": {
         "P0": {"priority": 0, "n": 10, "rejected": 0, "unfinished": 0, "ttft_p99": p0, "slo_attainment": 1.0},
         "P2": {"priority": 2, "n": 3, "rejected": rejected, "unfinished": 0, "ttft_p99": p2, "slo_attainment": 0.5},
     }}
