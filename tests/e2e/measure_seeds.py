@@ -5,7 +5,7 @@ workers), on a new visit and after a sidebar change.
     python tests/e2e/measure_seeds.py [--rounds N]
 
 Starts `streamlit run app.py` and opens it in Debian's chromium. Not a test: the numbers depend on
-the machine and its load (time it under `flock -x /work/.cpu.lock`).
+the machine and its load (time it with nothing else running).
 """
 
 from __future__ import annotations
