@@ -21,7 +21,7 @@ from .i18n import _
 from .text import plain
 
 POLL_S = 0.5
-PAGES = ("p99", "compare")  # pages that show capacity (others release their job)
+PAGES = ("p99", "compare", "workshop")  # pages that show capacity (others release their job); the workshop's recap
 _JOB = "_capacity_job"
 
 

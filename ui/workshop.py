@@ -14,9 +14,10 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
+from engine.evidence import default_seeds
 from engine.scenario import load_shipped
 
-from . import handout, lesson_charts, lesson_evidence, lessons, recap, runs, views, viewstate
+from . import capacity_live, handout, lesson_charts, lesson_evidence, lessons, recap, runs, views, viewstate
 from .fig_workshop import remedies_bars
 from .i18n import _, language
 from .lab import Lab
@@ -134,7 +135,7 @@ def page(lab: Lab) -> None:
         with st.expander(_("Agenda: {total} minutes").format(total=total), icon=":material/schedule:", expanded=False):
             st.dataframe(agenda(found), hide_index=True, width="stretch")
     if lesson is None:
-        show_recap(present)
+        show_recap(lab)
     else:
         show_lesson(lab, lesson, number[slug], at[slug], present)
     _share_box(lab)
@@ -283,11 +284,12 @@ def recap_summaries() -> list[dict]:
     return [done[k] for k in keys]
 
 
-def show_recap(present: bool) -> None:
+def show_recap(lab: Lab) -> None:
     st.subheader(_("Recap: every remedy on the same traffic"))
     title = load_shipped(recap.TRAFFIC).get("title", recap.TRAFFIC)
     st.caption(_("Traffic: {name}. P0's SLO is 1 s. Cost columns: P1's P99 TTFT, P2's P99 end to end, the "
-                 "machine's throughput and GPUs.").format(name=plain(_(title))))
+                 "served rate (the offered load when everything finishes, not a capacity) and GPUs; the capacity "
+                 "each remedy leaves is below.").format(name=plain(_(title))))
     try:
         t = recap.table(recap_summaries())
     except RuntimeError as err:
@@ -295,6 +297,10 @@ def show_recap(present: bool) -> None:
         return
     st.plotly_chart(remedies_bars(t, 1.0), key="ws_recap_fig", theme=None, config={"displaylogo": False})
     st.dataframe(recap.shown(t), hide_index=True, width="stretch")
+    st.markdown(_("**What each remedy costs, as capacity**"))
+    scs = recap.scenarios()  # searched in the background, over the sidebar's seeds per figure
+    capacity_live.show({_(label): sc for (label, _o), sc in zip(recap.REMEDIES, scs)}, _(recap.REMEDIES[0][0]),
+                       tuple(default_seeds(scs[0].seed, lab.seeds)), "ws_recap_capacity")
     st.markdown(_("**Discuss**") + "\n" + "\n".join(f"{i}. {p}" for i, p in enumerate([
         _("Which remedies protect P0 without taking capacity from anyone? Which ones move the wait to P2?"),
         _("Which of them would you try first on your own traffic, and what would you measure before?"),

@@ -480,6 +480,10 @@ def test_recap_compares_every_remedy_on_the_same_traffic():
     assert len(table) == 11 and "P0 P99 TTFT" in table.columns and "GPUs" in table.columns
     assert set(table["GPUs"]) == {"1", "2"}
     assert at.get("plotly_chart")
+    assert any("What each remedy costs, as capacity" in m.value for m in at.markdown)
+    assert any(c.value.startswith("Capacity: the largest scale of this traffic") for c in at.caption)
+    capacity = at.dataframe[1].value  # one row per remedy, filled in as the background search settles
+    assert len(capacity) == 11
 
 
 def test_the_sizing_aid_finds_the_smallest_token_reserve():
