@@ -201,9 +201,7 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     fig = lesson_charts.figure(base, scs, results, labels, _sweep_done(base))
     st.plotly_chart(fig, key=f"ws_fig_{base.slug}", theme=None, config={"displaylogo": False})
     st.markdown(lessons.fill(lesson.reveal, results))
-    table = lessons.reveal_table(lesson, results)
-    st.dataframe(table, width="stretch", height=36 * (len(table) + 1) + 2,
-                 column_config={"_index": st.column_config.Column(width="large")})
+    st.table(lessons.reveal_table(lesson, results))  # static, cells wrap: four runs' columns fit at 1280 px
     if lesson.article:
         article_note(lesson, results)
     with st.expander(_("Claims this lesson makes: here, and over 20 seeds"), icon=":material/fact_check:"):

@@ -272,7 +272,7 @@ def test_workshop_reveal_after_run():
     at.button(key="ws_run_primer").click().run()
     assert not at.exception
     assert any("The simulation says" in i.value for i in at.info)
-    assert at.dataframe and at.get("plotly_chart")
+    assert at.table and at.get("plotly_chart")
     assert any("Over the whole run P0 requests spent" in m.value for m in at.markdown)
     assert any("Discuss" in m.value for m in at.markdown)
 
@@ -289,7 +289,7 @@ def test_presenter_mode_runs_a_lesson_with_its_chart(slug):
     assert all(p <= max(1, m // 3) for p, m in zip(agenda["Prompts"][1:-1], agenda["Minutes"][1:-1]))
     at.button(key=f"ws_run_{slug}").click().run()  # no prediction needed
     assert not at.exception
-    assert at.get("plotly_chart") and at.dataframe
+    assert at.get("plotly_chart") and at.table
     assert any("Discuss" in m.value for m in at.markdown)
     if slug == "reserve-when-budget-binds":
         assert any("The article's example" in m.value for m in at.markdown)
