@@ -18,8 +18,7 @@ from engine.evidence import Estimate, RunSamples, class_figures, mean_of, run_fi
 from . import spread
 from .i18n import _, ngettext
 from .seeds import Gathered
-from .text import KPI_FIELDS, Kpi, _delta, _pts, percent, plain, seconds, top_holder_classes, top_reasons
-from .vocab import look
+from .text import KPI_FIELDS, Kpi, _delta, _pts, how_it_waited, percent, plain, seconds
 
 
 def count(x: float) -> str:
@@ -326,25 +325,7 @@ def what_happened(cur: Over, base: Over | None, shown: dict, waits: pd.DataFrame
             parts.append(text)
     c = shown["classes"].get(top)
     if c is not None:
-        run = []
-        if c["blocked_s"] > 0:
-            reasons = top_reasons(waits, c["priority"])
-            if reasons:
-                why = _("; ").join(_("{reason} ({s:.1f} s)").format(reason=look(r).short, s=s) for r, s in reasons)
-                run.append(_("Its requests spent {b:.1f} s blocked in total. Top reasons: {why}.").format(
-                    b=c["blocked_s"], why=why))
-            by_class = top_holder_classes(waits, holders, c["priority"])
-            if by_class:
-                share = sum(s for _k, s in by_class)
-                who = _(", ").join(f"{plain(k)} ({s / share:.0%})" for k, s in by_class[:3])
-                run.append(_("When short of KV, the biggest holder belonged to: {who}.").format(who=who))
-            if c["inversion_s"] > 0:
-                run.append(_("{k} of its requests saw lower-priority requests admitted while they waited (priority "
-                             "inversion, {s:.1f} s in total).").format(k=c["inverted_requests"], s=c["inversion_s"]))
-            else:
-                run.append(_("No lower-priority request was admitted while it waited (no inversion)."))
-        else:
-            run.append(_("Its requests never waited."))
+        run = how_it_waited(c, waits, holders)
         if cur.n > 1:
             parts.append(_("In the shown run (seed {seed}):").format(seed=seed) + " " + _(" ").join(run))
         else:

@@ -48,7 +48,7 @@ PAGES = (
     PageSpec("pages/story.py", N_("Does this hold?"), ":material/fact_check:",
              N_("The preset's story, claim by claim, over seeds and ±10 % load"), "story"),
     PageSpec("pages/workshop.py", N_("Workshop"), ":material/school:",
-             N_("Eleven lessons, presenter mode, a recap and a handout"), "workshop"),
+             N_("A primer, eleven lessons, presenter mode, a recap and handouts"), "workshop"),
     PageSpec("pages/memory.py", N_("GPU & memory"), ":material/memory:", N_("Where the HBM goes; what a step costs"),
              "memory"),
     PageSpec("pages/sweeps.py", N_("Sweeps"), ":material/scatter_plot:",

@@ -199,6 +199,31 @@ def holders_of(holders: pd.DataFrame, wait_id: int) -> list[tuple[int, str, int]
     return list(zip(h["request"].tolist(), h["class"].astype(str).tolist(), h["blocks"].tolist()))
 
 
+def how_it_waited(c: dict, waits: pd.DataFrame, holders: pd.DataFrame) -> list[str]:
+    """Sentences on how a class's requests waited in one run (`c`: its summary): blocked time and
+    top reasons, the biggest KV holders, inversion — or that they never waited. The Playground's
+    "What happened" says this of the shown run, over seeds or not (`ui.kpis`)."""
+    if c["blocked_s"] <= 0:
+        return [_("Its requests never waited.")]
+    out = []
+    reasons = top_reasons(waits, c["priority"])
+    if reasons:
+        why = _("; ").join(_("{reason} ({s:.1f} s)").format(reason=look(r).short, s=s) for r, s in reasons)
+        out.append(_("Its requests spent {b:.1f} s blocked in total. Top reasons: {why}.").format(
+            b=c["blocked_s"], why=why))
+    by_class = top_holder_classes(waits, holders, c["priority"])
+    if by_class:
+        share = sum(s for _k, s in by_class)
+        who = _(", ").join(f"{plain(k)} ({s / share:.0%})" for k, s in by_class[:3])
+        out.append(_("When short of KV, the biggest holder belonged to: {who}.").format(who=who))
+    if c["inversion_s"] > 0:
+        out.append(_("{k} of its requests saw lower-priority requests admitted while they waited (priority "
+                     "inversion, {s:.1f} s in total).").format(k=c["inverted_requests"], s=c["inversion_s"]))
+    else:
+        out.append(_("No lower-priority request was admitted while it waited (no inversion)."))
+    return out
+
+
 def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, base: dict | None = None) -> str:
     """A short markdown paragraph: who waited, why, and on whom."""
     classes = summary["classes"]
@@ -226,24 +251,7 @@ def what_happened(summary: dict, waits: pd.DataFrame, holders: pd.DataFrame, bas
             text = _("That is the same as {b} without the remedies.") if not warn else _(
                 "That is the same as {b} without the remedies, but {warn} (not an improvement).")
         parts.append(text.format(b=seconds(b), warn=warn))
-    if c["blocked_s"] > 0:
-        reasons = top_reasons(waits, c["priority"])
-        if reasons:
-            why = _("; ").join(_("{reason} ({s:.1f} s)").format(reason=look(r).short, s=s) for r, s in reasons)
-            parts.append(_("Its requests spent {b:.1f} s blocked in total. Top reasons: {why}.").format(
-                b=c["blocked_s"], why=why))
-        by_class = top_holder_classes(waits, holders, c["priority"])
-        if by_class:
-            share = sum(s for _k, s in by_class)
-            who = _(", ").join(f"{plain(k)} ({s / share:.0%})" for k, s in by_class[:3])
-            parts.append(_("When short of KV, the biggest holder belonged to: {who}.").format(who=who))
-        if c["inversion_s"] > 0:
-            parts.append(_("{k} of its requests saw lower-priority requests admitted while they waited (priority "
-                           "inversion, {s:.1f} s in total).").format(k=c["inverted_requests"], s=c["inversion_s"]))
-        else:
-            parts.append(_("No lower-priority request was admitted while it waited (no inversion)."))
-    else:
-        parts.append(_("Its requests never waited."))
+    parts += how_it_waited(c, waits, holders)
     for name, k in classes.items():
         if k.get("rejected"):
             parts.append(_("{r:,} of {cls}'s {n:,} requests were rejected by a cap (they are not in its "
