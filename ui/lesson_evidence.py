@@ -15,6 +15,7 @@ scale) — so a lesson cannot quote a figure that rests on its seed. Pure: no st
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import statistics
@@ -84,7 +85,17 @@ class ClaimEvidence:
 
 
 def read(path: Path = FILE) -> dict:
-    """The audit file as written, or {} when there is none or it does not parse."""
+    """The audit file as written, or {} when there is none or it does not parse (parsed once per
+    version of the file: every lesson page asks for it)."""
+    try:
+        st = path.stat()
+        return _parsed(path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return {}
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(path: Path, _mtime: int, _size: int) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
