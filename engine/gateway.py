@@ -153,7 +153,7 @@ class Gateway:
         """Each endpoint's waiting requests and KV usage, as they are now."""
         qs, kvs = [], []
         for rep in self.replicas:
-            qs.append(len(rep.sched.queue) + len(rep.pending))
+            qs.append(rep.waiting)
             pool = rep.pool
             kvs.append(pool.used / pool.capacity)
         return qs, kvs

@@ -2,6 +2,7 @@
 
 A policy decides three things and nothing else:
 - the waiting-queue order (`order_key`) and where a preempted request goes back (`requeue_key`);
+  both are told the request's entry number (`EngineState.entries`: arrivals and requeues so far);
 - what a waiting request that does not fit does to those behind it (`stops_at_misfit`:
   vLLM's head-of-line `break`, or backfill's skip);
 - which running request is evicted when KV runs out (`victim`), and whether a blocked waiting
@@ -24,12 +25,12 @@ class Policy:
     preempts_for_waiting: ClassVar[bool] = False
     by_priority: ClassVar[bool] = False
 
-    def order_key(self, prio: int, arrival: float, i: int) -> tuple:
+    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
         return (1, arrival, i)
 
-    def requeue_key(self, prio: int, arrival: float, i: int, counter: int) -> tuple:
-        """FCFS puts a preempted request at the very front (`appendleft`)."""
-        return (0, -counter, i)
+    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+        """FCFS puts a preempted request at the very front (`appendleft`): the latest first."""
+        return (0, -entry, i)
 
     def victim(self, candidates: list[int], prio, arrival) -> int:
         """FCFS evicts the most recently admitted (`running.pop()`)."""
@@ -43,10 +44,10 @@ class PriorityPolicy(Policy):
     upstream = "vLLM v1 --scheduling-policy priority"
     by_priority = True
 
-    def order_key(self, prio: int, arrival: float, i: int) -> tuple:
+    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
         return (prio, arrival, i)
 
-    def requeue_key(self, prio: int, arrival: float, i: int, counter: int) -> tuple:
+    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
         """A priority heap re-inserts a preempted request by its original key."""
         return (prio, arrival, i)
 

@@ -1,4 +1,5 @@
-"""One engine instance: its scheduler, its KV pool, and its step loop as a SimPy process.
+"""One engine instance: its rulebook over its state (queue, running set, KV pool), and its step loop
+as a SimPy process.
 
 The loop is nano-vLLM's `step()`: schedule → run for the step time → apply results. When nothing
 is queued or running, the replica sleeps until its feed hands it the next arrival and starts a step
@@ -34,7 +35,6 @@ from .kv import KVPool
 from .observe import WaitLog
 from .reasons import IN_ENGINE, VLLM_REASON, Reason
 from .requests import Requests
-from .scheduler import Scheduler
 from .step import Step
 from .steplog import StepLog
 
@@ -49,14 +49,14 @@ _CODES = len(IN_ENGINE) + 1  # the engine's codes are 1 … len(IN_ENGINE)
 
 
 class Replica:
-    def __init__(self, index: int, env: simpy.Environment | None, rs: Requests, sched: Scheduler,
-                 cost: StepCost, log: WaitLog, steps: StepLog, on_finish, *, until: float, skip: bool = True,
-                 watch=None):
-        self.index, self.env, self.rs, self.sched = index, env, rs, sched
-        self.pool: KVPool = sched.pool
+    def __init__(self, index: int, env: simpy.Environment | None, rs: Requests, rules, cost: StepCost,
+                 log: WaitLog, steps: StepLog, on_finish, *, until: float, skip: bool = True, watch=None):
+        self.index, self.env, self.rs, self.rules = index, env, rs, rules
+        self.state = rules.state
+        self.pool: KVPool = self.state.pool
         self.cost, self.log, self.steps = cost, log, steps
         self.on_finish = on_finish
-        self.until, self.skip = until, skip and sched.multi_step  # (SGLang's loop: every step decided)
+        self.until, self.skip = until, skip and rules.multi_step  # (SGLang's loop: every step decided)
         self.watch = watch  # called every WATCH_EVERY turns of the loop with `now` (may stop the run)
         self.k = 0
         self.clock = Clock(cost.fixed_s)  # the engine's own time (`now`): exact boundaries
@@ -75,7 +75,12 @@ class Replica:
     @property
     def load(self) -> int:
         """Outstanding requests (queued + running): what the least-loaded router compares."""
-        return len(self.sched.queue) + len(self.sched.running) + len(self.pending)
+        return len(self.state.queue) + len(self.state.running) + len(self.pending)
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting in this engine (queued + handed over): what a gateway scrapes."""
+        return len(self.state.queue) + len(self.pending)
 
     def submit(self, i: int) -> None:
         self.rs.replica[i] = self.index
@@ -85,7 +90,7 @@ class Replica:
 
     def _enter_pending(self) -> None:
         for i in self.pending:
-            if self.sched.enqueue(i):
+            if self.rules.enqueue(i):
                 self.log.enter(i, float(self.rs.arrival[i]))
         self.pending.clear()
 
@@ -115,8 +120,8 @@ class Replica:
         """The step loop, a generator of waits (seconds, or ticks on a grid; WAKE: until the router
         hands over an arrival): `feed(now)` hands over the arrivals due by now; `feed.next_t` is
         when the next one is due."""
-        sched, skip = self.sched, self.skip
-        running, queued = sched.running, sched.queue.order
+        st, skip = self.state, self.skip
+        running, queued = st.running, st.queue.order
         strict, clock, eps = feed.strict and self.grid is not None, self.clock, self.clock.eps
         clock.start(0.0)
         self.sim = 0.0
@@ -140,14 +145,14 @@ class Replica:
             if not running.ids and not queued:
                 yield from self._sleep(feed)
                 continue
-            if skip and running.done and (done := sched.outputs_first()):
+            if skip and running.done and (done := st.take_early()):
                 for i in done:  # async: the last step's outputs, when taking them in first changes nothing
                     self.on_finish(i, self.now, bool(running.ids))  # (nobody left: that call is empty)
                 if not running.ids:
                     continue  # as after the empty call it saves: what arrived meanwhile enters now
             if skip and (quiet := self._quiet_steps(last, feed)) is not None:
                 finished = yield from self._run_quiet(*quiet)
-                if finished or not sched.queue.order:
+                if finished or not st.queue.order:
                     last = None  # (else the waiting requests stand as in `last`: see `_quiet_steps`)
                 continue
             if (begun := self._begin(last)) is None:
@@ -164,8 +169,8 @@ class Replica:
     def _begin(self, last: Step | None):
         """One schedule() call: (its step, the step's log row, time, grid ticks), or None if it
         scheduled nothing."""
-        sched, log, now = self.sched, self.log, self.now
-        step = sched.schedule(now, last if self.skip and sched.running.done and self._waits_stand(last) else None)
+        st, log, now = self.state, self.log, self.now
+        step = self.rules.schedule(now, last if self.skip and st.running.done and self._waits_stand(last) else None)
         for v in step.preempted:
             log.enter(v, now)
         empty = not step.tokens and step.changed  # an empty schedule() call: no forward pass, no time
@@ -180,14 +185,14 @@ class Replica:
         ticks = 0 if self.grid is None else (1 if dt == self.grid else self.clock.ticks(dt))
         if ticks:
             dt = ticks * self.grid
-        log.observe(self.index, self.k, now, dt, step, sched.running, sched.lim.budget)
+        log.observe(self.index, self.k, now, dt, step, st.running, st.lim.budget)
         return step, self._row(step), dt, ticks  # (the row: KV and running counts during the step)
 
     def _end(self, step: Step, row: list[int], now: float, dt: float) -> Step | None:
         """The step's time has passed: apply it. Returns the step if it was a pure decode step
         after which nothing changed (else None)."""
-        sched = self.sched
-        finished = sched.complete(step, self.now)
+        st = self.state
+        finished = st.complete(step, self.now)
         self.steps.add_row(now, dt, row)
         self.k += 1
         for i in finished:
@@ -201,14 +206,14 @@ class Replica:
         """Async: the step's call took in finished requests' outputs, freeing their blocks and
         seats. Its waiting requests still stand as the call left them if each waits for KV that
         is still short even so (or behind one that does): then the step can start a run."""
-        pool, cache = self.pool, self.sched.cache
+        pool, cache = self.pool, self.state.cache
         if pool.capped or pool.reserve or cache is not None and cache.any_prefix:
             return False  # (hits on the freed blocks, caps, the reserve: not worth proving)
         codes = step.reasons
         if not ((codes == _KV_SHORT) | (codes == _HOL)).all():
             return False
         short = codes == _KV_SHORT
-        free = pool.capacity - pool.used - (pool.watermark if self.sched.running.ids else 0)
+        free = pool.capacity - pool.used - (pool.watermark if self.state.running.ids else 0)
         return bool(short.any() and (step.need[short] > free).all())
 
     def _sleep(self, feed):
@@ -234,7 +239,7 @@ class Replica:
         return [self.index, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
                 len(step.preempted), used, self.pool.capacity - used, step.reserve_idle,
                 len(step.waiting) - deferred, deferred, *why, 1,
-                *self.sched.n_running_cls, *waiting, *self.pool.used_cls]
+                *self.state.n_running_cls, *waiting, *self.pool.used_cls]
 
     # -- multi-step skipping --------------------------------------------------------------------
     def _run_quiet(self, starts: list[float], dts: list[float], kv: list[int], row: list[int]):
@@ -254,7 +259,7 @@ class Replica:
         self.k += m
         used = self.pool.used_cls
         growth = [b - a for a, b in zip(used, kv[-len(used):])]
-        finished = self.sched.repeat(m, growth, t_end)
+        finished = self.state.repeat(m, growth, t_end)
         for i in finished:
             self.on_finish(i, t_end)
         return finished
@@ -269,14 +274,14 @@ class Replica:
         KV room only shrinks while everyone decodes, seats and budget stay as they were). The run
         ends before an arrival, an alert or the time limit, with the first finish, and before KV
         would run out or a waiting request's reason would change."""
-        sched, run, lim = self.sched, self.sched.running, self.sched.lim
+        st, run, lim = self.state, self.state.running, self.state.lim
         n = len(run.ids)
         if run.done:
             return None  # async: a finished request leaves at the end of the next call
-        if sched.queue.order:
-            if last is None or lim.aging_s > 0 and sched.policy.by_priority or lim.inheritance:
+        if st.queue.order:
+            if last is None or lim.aging_s > 0 and st.policy.by_priority or lim.inheritance:
                 return None  # unknown outcome / keys that drift with waiting time / holders reordered
-            if sched.cache is not None and (sched.cache.any_prefix or sched.cache.segs) and (
+            if st.cache is not None and (st.cache.any_prefix or st.cache.segs) and (
                     self.pool.capped or self.pool.reserve):
                 return None  # evicted hits grow a waiting request's need: a cap or reserve reason could change
             row = self._last_row
@@ -289,10 +294,10 @@ class Replica:
                 return None  # the budget cuts some decodes short: not a uniform step
             shared_left, reserve_left = lim.budget - reserve - (n - r), reserve - r
             idle = reserve_left if reserve_left and shared_left == 0 else 0
-            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, 0, 0, *_NO_REASONS, 1, *sched.n_running_cls,
+            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, 0, 0, *_NO_REASONS, 1, *st.n_running_cls,
                    *self._no_waiting, *self.pool.used_cls]
         m = min(run.steps_to_finish(), MAX_RUN)
-        cache = sched.cache
+        cache = st.cache
         if cache is not None and cache.hashing:  # stop before a shareable block would be hashed
             m = min([m] + [cache.pending(i) - run.comp_seq(run.ids.index(i))[0] - 1 for i in cache.hashing])
         start_by = feed.next_t - self.clock.eps  # steps must start before this (an arrival within eps is due)
@@ -326,8 +331,8 @@ class Replica:
         waited for KV or seats only (not the budget, nor a reserve, nor a KV cap their class's
         growth could reach) and no alert is due, they stand exactly as then (nobody is admitted):
         the call can skip their walk."""
-        lim = self.sched.lim
-        if last is None or self.pool.capped or lim.inheritance or lim.aging_s > 0 and self.sched.policy.by_priority:
+        lim = self.state.lim
+        if last is None or self.pool.capped or lim.inheritance or lim.aging_s > 0 and self.state.policy.by_priority:
             return False
         if self._alert_time(last) <= self.now:
             return False
@@ -369,7 +374,7 @@ class Replica:
         """KV blocks per class during each of up to m decode steps (one step's per-class counts
         after another's), as long as they fit and leave every waiting request's reason as it is."""
         pool = self.pool
-        table, at, bs = self.sched.running.growth_table()  # step j adds table[(at - j) % bs]
+        table, at, bs = self.state.running.growth_table()  # step j adds table[(at - j) % bs]
         used, kv = pool.used, pool.used_cls
         cap_total, cls_room = (math.inf, None) if last is None or not len(last.waiting) else self._reason_limits(last)
         out: list[int] = []
@@ -432,7 +437,7 @@ class Replica:
         res = why == _RESERVE
         total = math.inf
         if res.any():
-            total = pool.capacity - (pool.watermark if self.sched.running else 0) - int(need[res].max())
+            total = pool.capacity - (pool.watermark if self.state.running else 0) - int(need[res].max())
         rooms = None
         if pool.capped:
             rooms = {}

@@ -15,9 +15,11 @@ Each call to `schedule()` is one pass of SGLang's `get_next_batch_to_run`:
    tail) and `new_token_ratio` is re-estimated; otherwise the ratio decays one notch. An idle
    engine resets the ratio to its initial value.
 
-The class reuses the vLLM scheduler's parts (running set, KV pool, `Step`, admission and eviction
-bookkeeping, output intake) so results keep their shape; only the decisions differ. Multi-step
-skipping and the running-set plans never apply (`multi_step = False`): every step is decided here.
+The rules decide over the same engine state as vLLM's (`engine.state.EngineState`: running set,
+KV pool, admission and eviction bookkeeping, output intake), so results keep their shape; only the
+decisions differ, and nothing is inherited. SGLang has no per-request token budget: admissions and
+evictions draw on none. Multi-step skipping never applies (`multi_step = False`): every step is
+decided here.
 """
 
 from __future__ import annotations
@@ -26,22 +28,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kv import KVPool
 from .policies import Policy
 from .reasons import Reason
 from .requests import Requests
-from .scheduler import Scheduler
-from .step import Budget, Limits, Step
+from .state import EngineState
+from .step import Limits, Step
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
 PRIORITY_STEP = 100  # default SGLang priority distance between neighbouring lab classes
 
 CONTINUE, NO_TOKEN, OTHER = 0, 1, 2  # SGLang's AddReqResult
-
-
-def _unlimited() -> Budget:
-    """The vLLM scheduler's helpers draw tokens from a budget: SGLang has none per request."""
-    return Budget(0, 1 << 62)
 
 
 @dataclass(frozen=True)
@@ -76,24 +74,20 @@ def default_class_priority(lab_priority: list[int], low_values_first: bool) -> l
 
 class SGLangPolicy(Policy):
     """Queue order: append order (`fcfs`), or (priority, wait_queue_entry_time) when priority
-    scheduling is on. A retracted or preempted request goes to the tail with a new entry time."""
+    scheduling is on. A retracted or preempted request goes to the tail with a new entry time
+    (the entry number: SGLang's list append order)."""
 
     name = "sglang"
     upstream = "SGLang 0.5.23 SchedulePolicy.calc_priority (fcfs; priority first when enabled)"
 
     def __init__(self, urgency: np.ndarray, by_priority: bool):
         self.urgency, self.by_priority_on = urgency, by_priority
-        self.seq = 0  # entries so far: SGLang's list append order
 
-    def _key(self, i: int) -> tuple:
-        self.seq += 1
-        return (int(self.urgency[i]) if self.by_priority_on else 0, self.seq)
+    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+        return (int(self.urgency[i]) if self.by_priority_on else 0, entry)
 
-    def order_key(self, prio: int, arrival: float, i: int) -> tuple:
-        return self._key(i)
-
-    def requeue_key(self, prio: int, arrival: float, i: int, counter: int) -> tuple:
-        return self._key(i)
+    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+        return self.order_key(prio, arrival, i, entry)
 
 
 class _Adder:
@@ -128,17 +122,26 @@ class _Adder:
         return CONTINUE
 
 
-class SGLangScheduler(Scheduler):
-    """SGLang's scheduling loop over the lab's running set and KV pool (see the module text)."""
+def sglang_state(requests: Requests, pool: KVPool, limits: Limits, settings: Settings) -> EngineState:
+    """The engine state SGLang's rules decide over: its queue ordered by `SGLangPolicy`."""
+    s = settings
+    prio = np.asarray(s.class_priority, dtype=np.int64)[requests.cls] if len(s.class_priority) else \
+        np.zeros(requests.n, np.int64)
+    urgency = prio if s.low_values_first else -prio  # smaller = more urgent
+    return EngineState(requests, pool, SGLangPolicy(urgency, s.priority_scheduling), limits)
+
+
+class SGLangRules:
+    """SGLang's scheduling loop over the engine's state (see the module text)."""
 
     multi_step = False
 
-    def __init__(self, requests: Requests, pool, limits: Limits, settings: Settings):
+    def __init__(self, state: EngineState, settings: Settings):
+        assert isinstance(state.policy, SGLangPolicy), "build the state with `sglang_state`"
         s = self.sg = settings
-        prio = np.asarray(s.class_priority, dtype=np.int64)[requests.cls] if len(s.class_priority) else \
-            np.zeros(requests.n, np.int64)
-        self.urgency = prio if s.low_values_first else -prio  # smaller = more urgent
-        super().__init__(requests, pool, SGLangPolicy(self.urgency, s.priority_scheduling), limits, shortcuts=False)
+        self.state, self.lim = state, state.lim
+        self.rs, self.pool, self.running, self.queue = state.rs, state.pool, state.running, state.queue
+        self.urgency = state.policy.urgency
         self.try_preempt = s.priority_scheduling and s.priority_preemption
         init = min(s.init_new_token_ratio * s.schedule_conservativeness, 1.0)
         self.init_ratio = init
@@ -147,10 +150,8 @@ class SGLangScheduler(Scheduler):
         self.ratio = init  # new_token_ratio
         self.full = False  # running_batch.batch_is_full
         self._full_why = Reason.NONE  # what set it (for wait reasons while it stays set)
-        self._left = False  # a running request finished since the last decode round
+        self._retired = 0  # requests retired when the last decode round looked (the batch shrank since?)
         self.chunked = -1  # the one chunked request (its prompt partly prefilled), or -1
-        self.entry = np.zeros(requests.n, np.int64)  # wait_queue_entry order (`SGLangPolicy.seq`)
-        self._empty_at: float | None = None  # when the engine last ran empty (then it idles)
 
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
@@ -158,23 +159,20 @@ class SGLangScheduler(Scheduler):
         stay below the whole pool's tokens, or NO_TOKEN would hold the request forever."""
         rs, pool = self.rs, self.pool
         total = rs.prompt_l[i] + min(rs.output_l[i], CLIP_MAX_NEW_TOKENS)
-        if total >= pool.capacity * pool.block_size and self.gate.refuse(i, self.queue) is None:
+        if total >= pool.capacity * pool.block_size and self.state.gate.refuse(i, self.queue) is None:
             rs.reject(i, f"prompt + min(max_new_tokens, {CLIP_MAX_NEW_TOKENS}) = {total} tokens never fits "
                          f"SGLang's admission check ({pool.capacity * pool.block_size} KV tokens in all)")
             return False
-        if not super().enqueue(i):
-            return False
-        self.entry[i] = self.policy.seq
-        return True
+        return self.state.enqueue(i)
 
     # -- one step ---------------------------------------------------------------------------
     def schedule(self, now: float, unchanged: Step | None = None) -> Step:
         """One iteration: a prefill batch if one forms (alone, or mixed with the decodes), else
         the decode round. (`unchanged` is the vLLM scheduler's shortcut: never used here.)"""
-        step = self._step = Step(None)
-        if self._empty_at is not None and now > self._empty_at:
+        step = self.state.begin()
+        if self.state.emptied_at is not None and now > self.state.emptied_at:
             self.ratio = self.init_ratio  # the engine idled meanwhile (`self_check_during_idle`)
-        self._empty_at = None
+        self.state.emptied_at = None  # (seen: one idle period resets the ratio once)
         if not self.running.ids:
             self.full = False  # filter_batch of an empty batch
         formed, head = self._prefill(now)
@@ -200,8 +198,7 @@ class SGLangScheduler(Scheduler):
 
     def _requeue(self, v: int, now: float) -> None:
         """Retract or preempt v: KV freed (recomputed later), to the queue's tail."""
-        self._evict(v, now, _unlimited())
-        self.entry[v] = self.policy.seq
+        self.state.evict(v, now, None)
 
     # -- the prefill round ------------------------------------------------------------------
     def _prefill(self, now: float) -> tuple[bool, tuple]:
@@ -246,7 +243,7 @@ class SGLangScheduler(Scheduler):
                                                                      Reason.TOKEN_BUDGET, -1, -1)
             break
         if ad.can_run and mixed:  # (positions moved if the round preempted: find them again)
-            riding -= set(self._step.preempted)
+            riding -= set(self.state.step.preempted)
             self._give_decode([p for p, i in enumerate(run.ids) if i in riding])
         return ad.can_run > 0, head
 
@@ -306,7 +303,7 @@ class SGLangScheduler(Scheduler):
             inp, out = n, 0
         if pool.blocks(n) > pool.free - hold:  # (a lab guard: never true when the reservation holds)
             return NO_TOKEN, False
-        self._admit(w, rs.cls_l[w], n, now, 0, seq, _unlimited())
+        self.state.admit(w, rs.cls_l[w], n, now, 0, seq, None)
         if n < seq:
             self.chunked = w
         ad.take(inp, out)
@@ -317,9 +314,10 @@ class SGLangScheduler(Scheduler):
         w (least urgent first, newest first) until their reserved tokens cover w's need."""
         run, pool, rs = self.running, self.pool, self.rs
         need = rs.prompt_l[w] + int(rs.generated[w]) + min(rs.output_l[w], CLIP_MAX_NEW_TOKENS) - ad.rem_total()
-        admitted = set(self._step.admitted)
+        admitted = set(self.state.step.admitted)
         cands = [p for p in self._decoders() if run.ids[p] not in admitted]
-        cands.sort(key=lambda p: (-int(self.urgency[run.ids[p]]), -int(self.entry[run.ids[p]])))
+        entry = self.state.entry
+        cands.sort(key=lambda p: (-int(self.urgency[run.ids[p]]), -int(entry[run.ids[p]])))
         victims, offsets = [], []
         for p in cands:
             if int(self.urgency[run.ids[p]]) - int(self.urgency[w]) > self.sg.preemption_threshold:
@@ -357,8 +355,8 @@ class SGLangScheduler(Scheduler):
     def _decode(self, now: float) -> None:
         """`update_running_batch`: retract on decode OOM (re-estimating the ratio), else decay it;
         then every request of the running batch decodes one token."""
-        if self._left:
-            self.full, self._left = False, False  # the batch shrank
+        if self.state.retired != self._retired:
+            self.full, self._retired = False, self.state.retired  # the batch shrank
         decoders = self._decoders()
         if not decoders:
             return
@@ -402,16 +400,9 @@ class SGLangScheduler(Scheduler):
         return run.ids[min(decoders, key=key)]
 
     # -- after the step ---------------------------------------------------------------------
-    def _retire(self, done: list[int], t_end: float) -> list[int]:
-        self._left = True
-        out = super()._retire(done, t_end)
-        if not self.running.ids and not self.queue.order:
-            self._empty_at = t_end  # idle from here unless something arrives at this very instant
-        return out
-
     def _label(self, head: int, head_why: Reason, rest_why: Reason, need: int, room: int) -> None:
         """Every request left waiting gets one reason: where the round stopped and behind it."""
-        step = self._step
+        step, st = self.state.step, self.state
         order = np.array(self.queue.ids(), dtype=np.int64)
         step.waiting = order
         step.reasons = np.full(len(order), int(rest_why or Reason.HEAD_OF_LINE), np.int8)
@@ -422,5 +413,5 @@ class SGLangScheduler(Scheduler):
             step.reasons[at] = head_why
             step.need[at], step.room[at] = need, room
             step.blocker = head
-        if self.n_evicted and len(order):
-            step.reasons[self.evicted[order]] = Reason.PREEMPTED
+        if st.n_evicted and len(order):
+            step.reasons[st.evicted[order]] = Reason.PREEMPTED

@@ -30,10 +30,12 @@ from .replica import Replica
 from .requests import Requests, Status
 from .result import Result, build_result
 from .scenario import Scenario, ScenarioError
-from .scheduler import Scheduler
-from .sglang import Settings, SGLangScheduler, default_class_priority
+from .scheduler import VLLMRules
+from .sglang import Settings, SGLangRules, default_class_priority, sglang_state
+from .state import EngineState
 from .step import Limits
 from .steplog import StepLog
+from .walk import PREFILTER_MIN_QUEUE
 from .workload import build
 
 WINDOW = 4096  # arrivals turned into Python numbers at a time (feeds and the router)
@@ -163,14 +165,16 @@ def _check_sglang(sc: Scenario) -> None:
         raise ScenarioError("; ".join(problems[:5]))
 
 
-def _scheduler(sc: Scenario, mem, wl, rs: Requests, shortcuts: bool) -> Scheduler:
-    """The engine's scheduler for `scheduler.engine`: vLLM's rules or SGLang's."""
+def _scheduler(sc: Scenario, mem, wl, rs: Requests, shortcuts: bool,
+               prefilter_min_queue: int = PREFILTER_MIN_QUEUE) -> VLLMRules | SGLangRules:
+    """One engine's rulebook for `scheduler.engine` (vLLM's rules or SGLang's) over its own state."""
     if sc.scheduler.engine != "sglang":
-        return Scheduler(rs, _pool(sc, mem, wl), make_policy(sc.scheduler.policy), _limits(sc, mem, wl),
-                         shortcuts=shortcuts)
+        policy, limits = make_policy(sc.scheduler.policy), _limits(sc, mem, wl)
+        return VLLMRules(EngineState(rs, _pool(sc, mem, wl), policy, limits), policy, limits, shortcuts=shortcuts,
+                         prefilter_min_queue=prefilter_min_queue)
     limits = replace(_limits(sc, mem, wl), async_scheduling=False, prefix_caching=False)
-    return SGLangScheduler(rs, _pool(sc, mem, wl), limits, sglang_settings(sc, wl.class_names,
-                                                                           wl.class_priority.tolist()))
+    settings = sglang_settings(sc, wl.class_names, wl.class_priority.tolist())
+    return SGLangRules(sglang_state(rs, _pool(sc, mem, wl), limits, settings), settings)
 
 
 def sglang_settings(sc: Scenario, names: list[str], lab_priority: list[int]) -> Settings:
@@ -198,12 +202,14 @@ def sglang_settings(sc: Scenario, names: list[str], lab_priority: list[int]) -> 
     )
 
 
-def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, stop: Stop | None = None) -> Result:
+def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, stop: Stop | None = None,
+             prefilter_min_queue: int = PREFILTER_MIN_QUEUE) -> Result:
     """Simulate the scenario; the same scenario (incl. seed) always gives identical results.
 
     `shortcuts` (the running set's plans) and `skip_steps` (runs of pure decode steps in one go)
     change how fast, never what: with both off the engine steps through vLLM's plain loop.
-    `stop`: limits past which the run gives up with a WorkLimitError (none by default)."""
+    `stop`: limits past which the run gives up with a WorkLimitError (none by default).
+    `prefilter_min_queue`: a skipping policy's queue longer than this is pre-filtered on KV."""
     wall0 = time.perf_counter()
     check(sc)
     mem = breakdown(sc)
@@ -243,8 +249,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
     skip = skip_steps and gw_spec is None and (sc.replicas.count == 1 or not (rs.next_piece >= 0).any())
     watch = stop.watch(lambda: sum(rep.k for rep in replicas)) if stop is not None else None
     for k in range(sc.replicas.count):
-        sched = _scheduler(sc, mem, wl, rs, shortcuts)
-        replicas.append(Replica(k, env, rs, sched, cost, log, steps, on_finish, until=until, skip=skip, watch=watch))
+        rules = _scheduler(sc, mem, wl, rs, shortcuts, prefilter_min_queue)
+        replicas.append(Replica(k, env, rs, rules, cost, log, steps, on_finish, until=until, skip=skip, watch=watch))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))
     due = rs.arrival[first]  # an idle engine starts at the arrival, a busy one takes it at its next step
@@ -285,7 +291,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
     steps.seal()  # the log is complete: compact it before the frames are built
     t_end = steps.end() or 0.0
     for rep in replicas:
-        rep.sched.write_back()
+        rep.state.write_back()
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
     log.finish(max(t_end, until) if len(left) else t_end)

@@ -1,9 +1,10 @@
 """The waiting pass's bookkeeping (`Walk`) and the long-queue pre-filter: representation and speed
-below the scheduler's waiting walk (`Scheduler._walk` states the rules).
+below the waiting walk of vLLM's rules (`VLLMRules._walk` states the rules).
 
-A skipping policy's long queue is pre-filtered on KV in one vectorised check (`prefilter`) and
-only the requests that can fit are walked; `label_skipped` gives the others the reason they would
-have had at their turn. A request a prefix-cache hit may help is always walked (its need can shrink).
+A skipping policy's long queue is pre-filtered on KV in one vectorised check (`Walk.prefilter`)
+and only the requests that can fit are walked; `Walk.label_skipped` gives the others the reason
+they would have had at their turn. A request a prefix-cache hit may help is always walked (its
+need can shrink).
 """
 
 from __future__ import annotations
@@ -11,53 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from .reasons import Reason
+from .state import EngineState
 from .step import Budget
 
-PREFILTER_MIN_QUEUE = 32  # a skipping policy's queue longer than this is pre-filtered on KV
+PREFILTER_MIN_QUEUE = 32  # a skipping policy's queue longer than this is pre-filtered on KV (`VLLMRules`)
 _NONE = int(Reason.NONE)
 _NO_IDS, _NO_CODES = np.empty(0, np.int64), np.empty(0, np.int8)
-
-
-def prefilter(sched, walk: Walk, budget: Budget):
-    """A skipping policy with a long queue and free seats and budget: mark, in one vectorised
-    check, who cannot fit in KV now (room only shrinks while it walks, so they stay out) and
-    walk only the others, until seats or budget run out (then every later position, as the
-    plain walk would). Returns (reasons, needs) or None."""
-    rs, pool, lim, n_w = sched.rs, sched.pool, sched.lim, len(walk.order)
-    if (not sched.shortcuts or sched.policy.stops_at_misfit or not lim.chunked or n_w <= PREFILTER_MIN_QUEUE
-            or budget.shared <= 0 or len(sched.running) >= lim.max_seqs):
-        return None
-    ids = np.array(walk.order, dtype=np.int64)
-    need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
-    codes, _ = pool.shortfall_many(rs.cls[ids], need, watermark=bool(sched.running))
-    cache = sched.cache
-    if cache is not None and (cache.any_prefix or cache.segs):
-        walk.findable = np.fromiter((cache.findable(i) for i in walk.order), bool, n_w)
-    walk.ids, walk.todo = ids, walk.to_walk(codes, np.arange(n_w)).tolist()
-    walk.walked = np.zeros(n_w, bool)
-    walk.start = (pool.used, pool.used_other, list(pool.used_cls), bool(sched.running))
-    return codes, need
-
-
-def label_skipped(sched, walk: Walk, pre) -> None:
-    """Reasons for the requests the pre-filter kept out of the walk, as the sequential walk
-    would have found them at their turn (the pool as it stood after the admissions before)."""
-    rs, pos = sched.rs, np.arange(len(walk.ids))
-    q = np.flatnonzero(~walk.walked & (pos < min(walk.stop_at, walk.dense_from)))
-    if q.size:
-        admitted = (np.array(walk.adm_pos, dtype=np.int64), np.array(walk.adm_blocks, dtype=np.int64),
-                    np.array(walk.adm_cls, dtype=np.int64))
-        codes, room = sched.pool.reasons_at_turn(rs.cls[walk.ids[q]], pre[1][q], q, walk.start, admitted)
-        walk.codes[q], walk.need[q], walk.room[q] = codes, pre[1][q], room
-    rest = np.zeros(len(walk.ids), bool)
-    rest[q] = True
-    cls = rs.cls[walk.ids]
-    for c, p in walk.closed_at.items():
-        m = rest & (cls == c) & (pos > p)
-        walk.codes[m], walk.need[m], walk.room[m] = Reason.CLASS_CAP, -1, -1
-    if walk.block_other:
-        m = rest & ~rs.is_top[walk.ids] & (pos > walk.block_from)
-        walk.codes[m], walk.need[m], walk.room[m] = walk.block_other, -1, -1
 
 
 class Walk:
@@ -82,6 +42,45 @@ class Walk:
         self.walked: np.ndarray | None = None
         self.findable: np.ndarray | None = None  # positions a prefix-cache hit may help (always walked)
         self.start = None
+
+    def prefilter(self, st: EngineState, budget: Budget):
+        """A skipping policy with a long queue and free seats and budget: mark, in one vectorised
+        check, who cannot fit in KV now (room only shrinks while it walks, so they stay out) and
+        walk only the others, until seats or budget run out (then every later position, as the
+        plain walk would). Returns (reasons, needs) or None."""
+        rs, pool, lim, n_w = st.rs, st.pool, st.lim, len(self.order)
+        if not lim.chunked or budget.shared <= 0 or len(st.running) >= lim.max_seqs:
+            return None
+        ids = np.array(self.order, dtype=np.int64)
+        need = pool.blocks(rs.prompt[ids] + rs.generated[ids])
+        codes, _ = pool.shortfall_many(rs.cls[ids], need, watermark=bool(st.running))
+        cache = st.cache
+        if cache is not None and (cache.any_prefix or cache.segs):
+            self.findable = np.fromiter((cache.findable(i) for i in self.order), bool, n_w)
+        self.ids, self.todo = ids, self.to_walk(codes, np.arange(n_w)).tolist()
+        self.walked = np.zeros(n_w, bool)
+        self.start = (pool.used, pool.used_other, list(pool.used_cls), bool(st.running))
+        return codes, need
+
+    def label_skipped(self, st: EngineState, pre) -> None:
+        """Reasons for the requests the pre-filter kept out of the walk, as the sequential walk
+        would have found them at their turn (the pool as it stood after the admissions before)."""
+        rs, pos = st.rs, np.arange(len(self.ids))
+        q = np.flatnonzero(~self.walked & (pos < min(self.stop_at, self.dense_from)))
+        if q.size:
+            admitted = (np.array(self.adm_pos, dtype=np.int64), np.array(self.adm_blocks, dtype=np.int64),
+                        np.array(self.adm_cls, dtype=np.int64))
+            codes, room = st.pool.reasons_at_turn(rs.cls[self.ids[q]], pre[1][q], q, self.start, admitted)
+            self.codes[q], self.need[q], self.room[q] = codes, pre[1][q], room
+        rest = np.zeros(len(self.ids), bool)
+        rest[q] = True
+        cls = rs.cls[self.ids]
+        for c, p in self.closed_at.items():
+            m = rest & (cls == c) & (pos > p)
+            self.codes[m], self.need[m], self.room[m] = Reason.CLASS_CAP, -1, -1
+        if self.block_other:
+            m = rest & ~rs.is_top[self.ids] & (pos > self.block_from)
+            self.codes[m], self.need[m], self.room[m] = self.block_other, -1, -1
 
     def to_walk(self, codes: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Of `positions` (with their KV shortfall `codes` now), those the walk must visit: the

@@ -18,7 +18,7 @@ from test_properties import scenarios
 from engine import from_dict, load, simulate
 from engine.running import COMP, END, SEQ, RunningSet
 from engine.scenario import apply_overrides, load_raw
-from engine.scheduler import Scheduler
+from engine.scheduler import VLLMRules
 
 FRAMES = ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts")
 MODES = ({}, {"skip_steps": False}, {"skip_steps": False, "shortcuts": False})
@@ -62,10 +62,10 @@ def test_the_shortcuts_are_really_taken(monkeypatch):
     scenario has many uniform decode plans, many per-request plans and few steps that need the
     sequential loop; without it, most steps are skipped over in runs."""
     uniform, general, loop = [], [], []
-    real_accept, real_loop = RunningSet.accept, Scheduler._running_loop
+    real_accept, real_loop = RunningSet.accept, VLLMRules._running_loop
     monkeypatch.setattr(RunningSet, "accept", lambda self, plan: (
         (uniform if plan.uniform else general).append(1), real_accept(self, plan))[1])
-    monkeypatch.setattr(Scheduler, "_running_loop", lambda self, b, now: (loop.append(1), real_loop(self, b, now))[1])
+    monkeypatch.setattr(VLLMRules, "_running_loop", lambda self, b, now: (loop.append(1), real_loop(self, b, now))[1])
     res = simulate(load("default", {"scheduler.long_prefill_token_threshold": 64}))
     steps, rows = len(res.steps), len(res.step_runs)
     assert len(uniform) > 50 and len(general) > 0.5 * rows

@@ -67,16 +67,19 @@ class FakeRequests:
 
 
 class FakeEndpoint:
-    """A replica as the gateway sees it: its queue, its KV usage, its load, `submit`."""
+    """A replica as the gateway sees it: its waiting count, its KV usage, its load, `submit`."""
 
     def __init__(self, index: int, kv: float = 0.0):
         self.index = index
-        self.sched = SimpleNamespace(queue=[])
         self.pool = SimpleNamespace(used=int(kv * 100), capacity=100)
         self.pending: list[int] = []
 
     @property
     def load(self) -> int:
+        return len(self.pending)
+
+    @property
+    def waiting(self) -> int:
         return len(self.pending)
 
     def submit(self, i: int) -> None:

@@ -1,6 +1,6 @@
 """The vectorised pre-filter for long queues (skipping policies) must not change anything.
 
-`Scheduler._schedule_waiting` walks only the requests that can fit when the queue is long and the
+`VLLMRules._schedule_waiting` walks only the requests that can fit when the queue is long and the
 policy skips misfits; these tests run the same overloaded workloads with the pre-filter on for
 every queue length and with the plain walk (`shortcuts=False`), and require identical frames.
 """
@@ -37,11 +37,10 @@ def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int,
     return data
 
 
-def run_both(data: dict, monkeypatch):
+def run_both(data: dict, monkeypatch=None):
     sc = from_dict(data)
     walk_all = simulate(sc, shortcuts=False)
-    monkeypatch.setattr(walk, "PREFILTER_MIN_QUEUE", 0)
-    filtered = simulate(sc)
+    filtered = simulate(sc, prefilter_min_queue=0)
     return walk_all, filtered
 
 
@@ -63,8 +62,8 @@ def test_the_long_queue_case_is_really_long(monkeypatch):
     """Guard against a vacuous test: the workloads above do build queues well over the threshold,
     and the pre-filter really runs (and leaves requests out of the walk)."""
     calls = []
-    real = walk.prefilter
-    monkeypatch.setattr(walk, "prefilter", lambda sched, w, budget: (calls.append(r := real(sched, w, budget)), r)[1])
+    real = walk.Walk.prefilter
+    monkeypatch.setattr(walk.Walk, "prefilter", lambda w, st, budget: (calls.append(r := real(w, st, budget)), r)[1])
     a, _ = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0), monkeypatch)
     waiting = a.steps[[c for c in a.steps if c.startswith("waiting_P")]].sum(axis=1)
     assert waiting.max() > 50
@@ -76,13 +75,13 @@ def test_the_prefilter_runs_beside_the_prefix_cache(monkeypatch):
     """With a class system prompt (hits possible) and preemptions (cached segments), the pre-filter
     still runs, walks every request a hit may help, and changes nothing."""
     seen = []
-    real = walk.prefilter
+    real = walk.Walk.prefilter
 
-    def spy(sched, w, budget):
-        r = real(sched, w, budget)
+    def spy(w, st, budget):
+        r = real(w, st, budget)
         seen.append(r is not None and w.findable is not None and bool(w.findable.any()))
         return r
-    monkeypatch.setattr(walk, "prefilter", spy)
+    monkeypatch.setattr(walk.Walk, "prefilter", spy)
     a, b = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0, system_prompt=12), monkeypatch)
     assert sum(seen) > 10
     for name in ("requests", "steps", "waits", "holders", "admissions", "episodes"):

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict, load, simulate
-from engine.scheduler import Scheduler
+from engine.scheduler import VLLMRules
 
 SYSTEM = {"P0": 3000, "P1": 600}
 
@@ -71,11 +71,11 @@ def test_the_cache_keeps_its_books(case, tmp_path_factory):
     text, blocks, bs, asyn, policy = case
     path = tmp_path_factory.mktemp("t") / "t.csv"
     path.write_text(text)
-    real = Scheduler.schedule
+    real = VLLMRules.schedule
 
     def checked(self, now, *a):
         step = real(self, now, *a)
-        c, pool = self.cache, self.pool
+        c, pool = self.state.cache, self.state.pool
         listed = sum(1 if not isinstance(e, list) else sum(hi - lo for lo, hi in e[1]) for e in c.q.values())
         assert listed == c.n_cached or (not c.q and c.n_cached >= 0)
         assert 0 <= c.n_cached <= pool.capacity - pool.used
@@ -89,7 +89,7 @@ def test_the_cache_keeps_its_books(case, tmp_path_factory):
             "scheduler": {"policy": policy, "max_num_batched_tokens": 64, "max_num_seqs": 4, "async_scheduling": asyn},
             "classes": {f"C{k}": {"priority": k, "arrival": {"rate": 0}} for k in range(3)},
             "trace": {"path": str(path), "assign": {"by": "column"}}}
-    with patch.object(Scheduler, "schedule", checked):
+    with patch.object(VLLMRules, "schedule", checked):
         res = simulate(from_dict(data))
     assert set(res.requests["status"]) <= {"finished", "rejected"}
     fin = res.requests[res.requests["status"] == "finished"]

@@ -18,7 +18,7 @@ from engine.memory import breakdown
 from engine.reasons import Reason
 from engine.requests import Requests, Status
 from engine.scenario import ScenarioError
-from engine.sglang import SGLangScheduler
+from engine.sglang import SGLangRules
 from engine.simulation import _scheduler, check
 from engine.workload import build
 
@@ -69,7 +69,7 @@ class Engine:
     def step(self):
         s = self.last = self.sched.schedule(self.now)
         self.now += STEP
-        self.sched.complete(s, self.now)
+        self.sched.state.complete(s, self.now)
         return s
 
     def out(self, i: int) -> int:
@@ -365,7 +365,7 @@ def workloads(draw):
     return classes, kw
 
 
-_SCHEDULE = SGLangScheduler.schedule
+_SCHEDULE = SGLangRules.schedule
 
 
 def _checked_schedule(mixed: bool):
@@ -394,7 +394,7 @@ def test_invariants_hold_on_random_workloads(case):
     sc = _scenario(classes, drain_limit_s=600.0, **kw)
     mixed = kw["sglang"]["enable_mixed_chunk"]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(SGLangScheduler, "schedule", _checked_schedule(mixed))
+        mp.setattr(SGLangRules, "schedule", _checked_schedule(mixed))
         res = simulate(sc)
     r, steps = res.requests, res.steps
     assert r["id"].is_unique

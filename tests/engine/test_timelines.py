@@ -327,11 +327,11 @@ def _empty_call_at(monkeypatch, t_empty: float, changed: bool) -> list:
     """Make the first schedule() call at t_empty schedule nothing (as if it had preempted every
     running request, or had changed nothing at all); the calls after it run as usual."""
     from engine.replica import Replica
-    from engine.scheduler import Scheduler
+    from engine.scheduler import VLLMRules
     from engine.step import Step
 
     monkeypatch.setattr(Replica, "_quiet_steps", lambda self, last, feed: None)  # one call per step
-    real, calls = Scheduler.schedule, []
+    real, calls = VLLMRules.schedule, []
 
     def schedule(self, now, *args):
         calls.append(now)
@@ -341,7 +341,7 @@ def _empty_call_at(monkeypatch, t_empty: float, changed: bool) -> list:
             return step
         return real(self, now, *args)
 
-    monkeypatch.setattr(Scheduler, "schedule", schedule)
+    monkeypatch.setattr(VLLMRules, "schedule", schedule)
     return calls
 
 
