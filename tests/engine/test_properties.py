@@ -122,13 +122,12 @@ def check_invariants(data: dict, res) -> None:
     nb = data["kv"]["num_blocks"]
     budget = sc.scheduler.max_num_batched_tokens
     seqs = sc.scheduler.max_num_seqs
-    assert res.summary["kv_blocks"] == nb
 
     # KV capacity at every step
     assert (steps["kv_used"] <= nb - 1).all()  # one of num_gpu_blocks is vLLM's null block
     assert (steps["kv_used"] >= 0).all()
-    kv_cols = [f"kv_{c}" for c in names]
-    assert (steps[kv_cols].sum(axis=1) == steps["kv_used"]).all()
+    for c in names:  # each class's running requests hold at least a block each (the class's own column)
+        assert (steps[f"kv_{c}"] >= steps[f"running_{c}"]).all()
     # every running request holds at least one block, and nothing is held when nothing runs
     running = steps[[f"running_{c}" for c in names]].sum(axis=1)
     assert (steps["kv_used"] >= running).all()
