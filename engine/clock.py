@@ -53,3 +53,35 @@ class Clock:
     def ticks(self, dt: float) -> int:
         """Whole grid steps a step of dt seconds stalls the engine for (at least one)."""
         return max(1, math.ceil(round(dt / self.grid, _TOL)))
+
+    def steps_before(self, start_by: float, end_by: float, most: int) -> int:
+        """On the grid: how many steps from this boundary (at most `most`) start before `start_by`
+        and end before `end_by` — the same float comparisons stepping makes, at the boundary."""
+        g, o, k = self.grid, self.origin, self.tick
+        j = k + most  # the last step j that may run: o + j·g < start_by and o + (j + 1)·g < end_by
+        if start_by < math.inf:
+            j = min(j, math.floor((start_by - o) / g) + 1)
+            while o + j * g >= start_by:
+                j -= 1
+        if end_by < math.inf:
+            j = min(j, math.floor((end_by - o) / g))
+            while o + (j + 1) * g >= end_by:
+                j -= 1
+        return max(0, j - k + 1)
+
+    def fit(self, m: int, start_by: float, end_by: float, first_dt: float) -> int:
+        """Of the next m steps, at most how many start before `start_by` and end before `end_by`:
+        exact on the grid; otherwise a bound from the first step's time (`first_dt`: decode steps
+        only get longer as the context grows)."""
+        by = min(start_by, end_by)
+        if self.grid is not None:
+            return min(m, self.steps_before(start_by, end_by, m)) if by < self.at(m + 2) else m
+        return min(m, int((by - self.now) / first_dt) + 2) if by < math.inf else m
+
+    def decode_times(self, m: int, cost, n: int, ctx: int, start_by: float,
+                     end_by: float) -> tuple[list[float], list[float]]:
+        """Start and step times of m decode steps of n requests from here (`cost`: a `StepCost`;
+        without a grid, only those that start before `start_by` and end before `end_by`)."""
+        if self.grid is not None:
+            return [self.at(j) for j in range(m)], [self.grid] * m
+        return cost.decode_times(self.now, m, n, ctx, start_by, end_by)

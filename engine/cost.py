@@ -51,6 +51,22 @@ class StepCost:
             return self.weight_bytes
         return self.weight_bytes + self.expert_bytes * self.touched(tokens)
 
+    def decode_times(self, t: float, m: int, n: int, ctx: int, start_by: float,
+                     end_by: float) -> tuple[list[float], list[float]]:
+        """Start and step times of up to m decode steps of n requests from t, on a context growing
+        by n each step — the float additions stepping makes — keeping those that start before
+        `start_by` and end before `end_by`."""
+        starts, dts = [], []
+        for j in range(m):
+            c = ctx + j * n
+            dt = self(n, float(c) + 0.5 * float(n), c)
+            if t >= start_by or t + dt >= end_by:
+                break
+            starts.append(t)
+            dts.append(dt)
+            t = t + dt
+        return starts, dts
+
     def __call__(self, tokens: int, attn_units: float, context_tokens: int) -> float:
         if self.fixed_s is not None:
             return self.fixed_s

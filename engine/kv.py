@@ -19,12 +19,15 @@ one class at a time, and scalar Python is faster than numpy there.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .reasons import Reason
 
 UNLIMITED = np.iinfo(np.int64).max // 4
 _NONE, _CAP, _SHORT, _RESERVE = int(Reason.NONE), int(Reason.CLASS_CAP), int(Reason.KV_SHORT), int(Reason.RESERVE)
+_HOL = int(Reason.HEAD_OF_LINE)
 
 
 class KVPool:
@@ -58,6 +61,92 @@ class KVPool:
         """The most blocks one request of class c could ever hold (empty pool)."""
         cap = self.capacity if self._top[c] else self.capacity - self.reserve
         return int(min(cap, self._caps[c]))
+
+    # -- how long decode steps keep within the limits (the replica's multi-step runs) -------------
+    def steps_within(self, table: list[list[int]], at: int, m: int, total: float = math.inf,
+                     rooms: dict[int, float] | None = None) -> list[int]:
+        """Blocks per class during each of up to m decode steps (one step's per-class counts after
+        another's; step j adds `table[(at - j) % block_size]`, `RunningSet.growth_table`), for as
+        long as the growth fits all three limits, the whole pool stays within `total` blocks and
+        each class c within `rooms[c]` (`waiting_limits`: where a waiting request's reason would
+        change)."""
+        bs, used, kv = self.block_size, self.used, self.used_cls
+        out: list[int] = []
+        if not self.reserve and not self.capped and rooms is None:  # only the pool's limit
+            limit = min(self.capacity, total)
+            if len(kv) == 1:  # one class: plain ints
+                col = [g for g, in table]
+                k0 = kv[0]
+                for j in range(at, at - m, -1):
+                    if g := col[j % bs]:
+                        used += g
+                        if used > limit:
+                            break
+                        k0 += g
+                    out.append(k0)
+                return out
+            for j in range(at, at - m, -1):
+                grow = table[j % bs]
+                if g := sum(grow):
+                    used += g
+                    if used > limit:
+                        break
+                    kv = [a + b for a, b in zip(kv, grow)]
+                out += kv
+            return out
+        limit = min(self.capacity, total)
+        other_cap = self.capacity - self.reserve if self.reserve else None
+        other, top = self.used_other, self._top
+        caps = self._caps if self.capped else None
+        for j in range(at, at - m, -1):
+            grow = table[j % bs]
+            if any(grow):
+                kv = [a + g for a, g in zip(kv, grow)]
+                used += sum(grow)
+                if other_cap is not None:
+                    other += sum(g for g, t in zip(grow, top) if not t)
+                    if other > other_cap:
+                        break
+                if used > limit:
+                    break
+                if caps is not None and any(a > c for a, c in zip(kv, caps)):
+                    break
+                if rooms is not None and any(kv[c] > r for c, r in rooms.items()):
+                    break
+            out += kv
+        return out
+
+    def waiting_limits(self, need: np.ndarray, reasons: np.ndarray, cls: np.ndarray,
+                       running: bool) -> tuple[float, dict[int, float] | None]:
+        """How full the pool (and each capped class) may get before a waiting request's KV reason
+        would change (`need`, `reasons`, `cls`: the waiting requests'): `reserve` turns `kv_short`
+        once the whole pool is that short; with class caps, `kv_short`/`reserve` turn `class_cap`
+        once the class holds that much."""
+        checked = (need >= 0) & ((reasons == _SHORT) | (reasons == _RESERVE))
+        if not checked.any():
+            return math.inf, None
+        need, why = need[checked], reasons[checked]
+        res = why == _RESERVE
+        total = math.inf
+        if res.any():
+            total = self.capacity - (self.watermark if running else 0) - int(need[res].max())
+        rooms = None
+        if self.capped:
+            rooms = {}
+            for c, k in zip(cls[checked].tolist(), need.tolist()):
+                rooms[c] = min(rooms.get(c, math.inf), self._caps[c] - k)
+        return total, rooms
+
+    def still_short(self, reasons: np.ndarray, need: np.ndarray, running: bool) -> bool:
+        """Whether waiting requests (their reasons and needs) all still wait for KV that is short
+        now, or behind one that does — checked only without class caps or a reserve."""
+        if self.capped or self.reserve:
+            return False
+        if not ((reasons == _SHORT) | (reasons == _HOL)).all():
+            return False
+        short = reasons == _SHORT
+        free = self.capacity - self.used - (self.watermark if running else 0)
+        return bool(short.any() and (need[short] > free).all())
 
     # -- the rule, for one request ----------------------------------------------------------
     def shortfall(self, c: int, need: int, watermark: bool = False, freed: int = 0) -> Reason:

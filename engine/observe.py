@@ -16,6 +16,7 @@ have released enough blocks. It ignores new admissions, so it is a lower bound u
 
 from __future__ import annotations
 
+import math
 from array import array
 
 import numpy as np
@@ -85,6 +86,24 @@ class WaitLog:
     def enter(self, i: int, t: float) -> None:
         """Request i (re)joined a waiting queue at time t (arrival or eviction)."""
         self.wait_since[i] = t
+
+    def next_alert(self, step) -> float:
+        """When a top-priority request left waiting by `step` could first raise its alert (inf:
+        none can) — the least float t with t − since ≥ alert_after_s, so that "a step starting
+        before t" is exactly "no alert yet" (the replica's multi-step runs end before it)."""
+        after = self.alert_after_s
+        if after is None or step is None or not len(step.waiting):
+            return math.inf
+        w = step.waiting[self.rs.is_top[step.waiting] & ~self.alerted[step.waiting]]
+        if not len(w):
+            return math.inf
+        a = float(self.since[w].min())
+        t = a + after
+        while t - a >= after:
+            t = math.nextafter(t, -math.inf)
+        while t - a < after:
+            t = math.nextafter(t, math.inf)
+        return t
 
     def observe(self, replica: int, k: int, t: float, dt: float, step, running, budget: int) -> None:
         """Step k of `replica` starts at t and lasts dt; `running` is its running set, read only

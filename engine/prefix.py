@@ -205,6 +205,11 @@ class PrefixCache:
         if len(held) >= self.prefix[i]:
             self.hashing.discard(i)
 
+    def steps_to_hash(self, running) -> int:
+        """Decode steps before a running request's next shareable block would be hashed (the
+        replica's multi-step runs stop before it)."""
+        return min(self.pending(i) - running.comp_seq(running.ids.index(i))[0] - 1 for i in self.hashing)
+
     def pending(self, i: int) -> int:
         """Tokens request i must have hashed before its next shareable block registers (0: none)."""
         held = self.held.get(i)

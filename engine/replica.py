@@ -9,13 +9,12 @@ async scheduling, it took in the last step's outputs) runs no forward pass and t
 in vLLM: the next call, at the same instant, builds the step. A call that schedules nothing and
 changes nothing is an idle step of the usual length, so the loop always moves on.
 
-Multi-step skipping: after a pure decode step (everyone decoded one token; nobody was admitted,
-preempted or finished) the next steps are the same step again until something happens — an
-arrival is due, a request finishes, a KV block the pool cannot give is needed, a waiting
-request's reason would change, an alert is due, or the run's time limit comes. The replica works
-out how many steps that is (`_quiet_steps`), computes their step times exactly as stepping would
-(the roofline time grows with the context every step), logs them as one run, and advances time
-in one SimPy timeout. Every decision, count and time equals stepping one at a time.
+Multi-step runs: after a pure decode step (everyone decoded one token; nobody was admitted,
+preempted or finished) the next steps are the same step again until something happens. Each
+owner says how many it can promise — the rules (`horizon`), the KV pool (`steps_within`), the
+wait log (`next_alert`), the feed (the next arrival), the time limit — and the replica runs the
+fewest as one: step times exactly as stepping (`StepCost.decode_times`, `Clock.steps_before`), one
+log row, one SimPy timeout. Every decision, count and time equals stepping one at a time.
 
 The replica keeps its own clock (`now`, `engine.clock`): on a fixed step the exact boundaries
 origin + k·dt of the busy period, otherwise the same float additions stepping makes, so a run's
@@ -26,14 +25,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import simpy
 
 from .clock import Clock
 from .cost import StepCost
 from .kv import KVPool
 from .observe import WaitLog
-from .reasons import IN_ENGINE, VLLM_REASON, Reason
 from .requests import Requests
 from .step import Step
 from .steplog import StepLog
@@ -41,11 +38,6 @@ from .steplog import StepLog
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
 WATCH_EVERY = 64  # loop turns between two looks at the run's limits (`engine.limits.Stop`)
 WAKE = object()  # a wait until the router hands over an arrival
-_KV_SHORT, _RESERVE, _HOL = int(Reason.KV_SHORT), int(Reason.RESERVE), int(Reason.HEAD_OF_LINE)
-_TOKEN_BUDGET, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.PREEMPTED)
-_DEFERRED = [int(r) - 1 for r, word in VLLM_REASON.items() if word == "deferred"]  # vLLM's two words
-_NO_REASONS = [0] * len(IN_ENGINE)
-_CODES = len(IN_ENGINE) + 1  # the engine's codes are 1 … len(IN_ENGINE)
 
 
 class Replica:
@@ -65,7 +57,7 @@ class Replica:
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
-        self._no_waiting = [0] * len(self.pool.used_cls)
+        self._classes = len(self.pool.used_cls)
         self._carried: list[int] = []  # requests preempted by empty schedule() calls since the last step
 
     @property
@@ -170,7 +162,8 @@ class Replica:
         """One schedule() call: (its step, the step's log row, time, grid ticks), or None if it
         scheduled nothing."""
         st, log, now = self.state, self.log, self.now
-        step = self.rules.schedule(now, last if self.skip and st.running.done and self._waits_stand(last) else None)
+        stand = self.skip and st.running.done and self.rules.waits_stand(last) and self.log.next_alert(last) > now
+        step = self.rules.schedule(now, last if stand else None)
         for v in step.preempted:
             log.enter(v, now)
         empty = not step.tokens and step.changed  # an empty schedule() call: no forward pass, no time
@@ -198,23 +191,9 @@ class Replica:
         for i in finished:
             self.on_finish(i, self.now)
         self._last_row = row
-        if not step.uniform or finished or step.finished and not self._still_short(step):
+        if not step.uniform or finished or step.finished and not self.rules.still_waiting(step):
             return None
         return step
-
-    def _still_short(self, step: Step) -> bool:
-        """Async: the step's call took in finished requests' outputs, freeing their blocks and
-        seats. Its waiting requests still stand as the call left them if each waits for KV that
-        is still short even so (or behind one that does): then the step can start a run."""
-        pool, cache = self.pool, self.state.cache
-        if pool.capped or pool.reserve or cache is not None and cache.any_prefix:
-            return False  # (hits on the freed blocks, caps, the reserve: not worth proving)
-        codes = step.reasons
-        if not ((codes == _KV_SHORT) | (codes == _HOL)).all():
-            return False
-        short = codes == _KV_SHORT
-        free = pool.capacity - pool.used - (pool.watermark if self.state.running.ids else 0)
-        return bool(short.any() and (step.need[short] > free).all())
 
     def _sleep(self, feed):
         """Nothing to do: sleep until the feed's next arrival, or until the router wakes us; the
@@ -226,20 +205,6 @@ class Replica:
             self.clock.start(max(feed.next_t, self.clock.now))
         else:
             yield WAKE  # (`process` starts the clock when the router hands over an arrival)
-
-    def _row(self, step: Step) -> list[int]:
-        """The step's integer columns of the step log (see `StepLog`)."""
-        used = self.pool.used
-        if len(step.waiting):
-            waiting = np.bincount(self.rs.cls[step.waiting], minlength=len(self._no_waiting)).tolist()
-            why = np.bincount(step.reasons, minlength=_CODES).tolist()[1:]
-            deferred = sum(why[k] for k in _DEFERRED)
-        else:
-            waiting, why, deferred = self._no_waiting, _NO_REASONS, 0
-        return [self.index, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
-                len(step.preempted), used, self.pool.capacity - used, step.reserve_idle,
-                len(step.waiting) - deferred, deferred, *why, 1,
-                *self.state.n_running_cls, *waiting, *self.pool.used_cls]
 
     # -- multi-step skipping --------------------------------------------------------------------
     def _run_quiet(self, starts: list[float], dts: list[float], kv: list[int], row: list[int]):
@@ -266,198 +231,42 @@ class Replica:
 
     def _quiet_steps(self, last: Step | None, feed):
         """The pure decode steps that come next, until something could happen: (start times, step
-        times, KV blocks per class during each, the log row's constant columns), or None.
-
-        The next step is surely a pure decode step when every running request decodes and nobody
-        waits (the running pass hands out one token each, the waiting pass has nobody), or when the
-        last step was one and nothing changed since (its waiting requests still cannot get in:
-        KV room only shrinks while everyone decodes, seats and budget stay as they were). The run
-        ends before an arrival, an alert or the time limit, with the first finish, and before KV
-        would run out or a waiting request's reason would change."""
-        st, run, lim = self.state, self.state.running, self.state.lim
+        times, KV blocks per class during each, the log row's constant columns), or None. Each
+        owner says how far it can promise the same step again — the rules (`horizon`: up to the
+        first finish), the feed (the next arrival), the wait log (the next alert), the run's time
+        limit, the KV pool (growth that fits and leaves every waiting request's reason as it is)
+        — and the run is the shortest of them."""
+        st, clock = self.state, self.clock
+        run = st.running
+        if (m := self.rules.horizon(last)) is None:
+            return None
         n = len(run.ids)
-        if run.done:
-            return None  # async: a finished request leaves at the end of the next call
-        if st.queue.order:
-            if last is None or lim.aging_s > 0 and st.policy.by_priority or lim.inheritance:
-                return None  # unknown outcome / keys that drift with waiting time / holders reordered
-            if st.cache is not None and (st.cache.any_prefix or st.cache.segs) and (
-                    self.pool.capped or self.pool.reserve):
-                return None  # evicted hits grow a waiting request's need: a cap or reserve reason could change
-            row = self._last_row
-        else:
-            if run.n_dec != n:
-                return None
-            reserve = lim.token_reserve if not lim.reserve_lendable else 0  # nobody waits or prefills
-            r = min(reserve, run.n_top)
-            if n - r > lim.budget - reserve:
-                return None  # the budget cuts some decodes short: not a uniform step
-            shared_left, reserve_left = lim.budget - reserve - (n - r), reserve - r
-            idle = reserve_left if reserve_left and shared_left == 0 else 0
-            row = [self.index, 0, n, n, 0, 0, 0, 0, idle, 0, 0, *_NO_REASONS, 1, *st.n_running_cls,
-                   *self._no_waiting, *self.pool.used_cls]
-        m = min(run.steps_to_finish(), MAX_RUN)
-        cache = st.cache
-        if cache is not None and cache.hashing:  # stop before a shareable block would be hashed
-            m = min([m] + [cache.pending(i) - run.comp_seq(run.ids.index(i))[0] - 1 for i in cache.hashing])
-        start_by = feed.next_t - self.clock.eps  # steps must start before this (an arrival within eps is due)
-        if last is not None and self.log.alert_after_s is not None:
-            start_by = min(start_by, self._alert_time(last))
+        row = self._last_row if st.queue.order else self._decode_row(n)
+        m = min(m, MAX_RUN)
+        start_by = min(feed.next_t - clock.eps, self.log.next_alert(last))  # steps must start before this
         end_by = min(self.until, feed.next_t) if feed.strict else self.until  # and end before this
-        if self.grid is not None:  # one tick each: how many fit is arithmetic
-            if min(start_by, end_by) < self.clock.at(m + 2):
-                m = min(m, self._grid_steps(start_by, end_by))
-        elif min(start_by, end_by) < math.inf:  # steps only get longer as the context grows
-            m = min(m, int((min(start_by, end_by) - self.now) / self.cost(n, run.ctx + 0.5 * n, run.ctx)) + 2)
+        m = clock.fit(m, start_by, end_by, self.cost(n, run.ctx + 0.5 * n, run.ctx))
         if m < 1:
             return None
-        kv = self._kv_steps(m, last)
-        if not kv:
-            return None
-        c = len(self._no_waiting)
+        total, rooms = (math.inf, None) if last is None or not len(last.waiting) else \
+            self.pool.waiting_limits(last.need, last.reasons, self.rs.cls[last.waiting], bool(run))
+        table, at, _ = run.growth_table()
+        kv = self.pool.steps_within(table, at, m, total, rooms)
+        c = self._classes
         m = len(kv) // c
-        if self.grid is not None:
-            at = self.clock.at
-            return [at(j) for j in range(m)], [self.grid] * m, kv, row
-        starts, dts = self._times(m, n, run.ctx, start_by, end_by)
+        if not m:
+            return None
+        starts, dts = clock.decode_times(m, self.cost, n, run.ctx, start_by, end_by)
         if not starts:
             return None
         return starts, dts, kv[:len(starts) * c], row
 
-    def _waits_stand(self, last: Step | None) -> bool:
-        """Async, the call after a finish, with requests waiting: in that call the finished
-        requests still hold their blocks and seats, the others decode (KV room only shrinks),
-        only the budget grows. If the last step was a pure decode step whose waiting requests
-        waited for KV or seats only (not the budget, nor a reserve, nor a KV cap their class's
-        growth could reach) and no alert is due, they stand exactly as then (nobody is admitted):
-        the call can skip their walk."""
-        lim = self.state.lim
-        if last is None or self.pool.capped or lim.inheritance or lim.aging_s > 0 and self.state.policy.by_priority:
-            return False
-        if self._alert_time(last) <= self.now:
-            return False
-        codes = last.reasons
-        return not ((codes == _TOKEN_BUDGET) | (codes == _RESERVE) | (codes == _PREEMPTED)).any()
+    def _decode_row(self, n: int) -> list[int]:
+        """The log row of a step in which all n running requests decode and nobody waits."""
+        step = Step(None)
+        step.tokens = step.decode = step.batch = n
+        step.reserve_idle = self.rules.decode_idle()
+        return self._row(step)
 
-    def _grid_steps(self, start_by: float, end_by: float) -> int:
-        """On a fixed step: how many steps from this tick start before `start_by` and end before
-        `end_by` (the same float comparisons stepping makes, at the boundary)."""
-        g, o, k = self.grid, self.clock.origin, self.clock.tick
-        j = k + MAX_RUN  # the last step j that may run: o + j·g < start_by and o + (j + 1)·g < end_by
-        if start_by < math.inf:
-            j = min(j, math.floor((start_by - o) / g) + 1)
-            while o + j * g >= start_by:
-                j -= 1
-        if end_by < math.inf:
-            j = min(j, math.floor((end_by - o) / g))
-            while o + (j + 1) * g >= end_by:
-                j -= 1
-        return max(0, j - k + 1)
-
-    def _times(self, m: int, n: int, ctx: int, start_by: float, end_by: float) -> tuple[list[float], list[float]]:
-        """Start and step times of up to m decode steps of n requests on a context growing by n
-        each step — the float additions stepping makes — keeping those that start before
-        `start_by` and end before `end_by` (roofline cost; a fixed step is `_grid_steps`)."""
-        cost, t = self.cost, self.now
-        starts, dts = [], []
-        for j in range(m):
-            c = ctx + j * n
-            dt = cost(n, float(c) + 0.5 * float(n), c)
-            if t >= start_by or t + dt >= end_by:
-                break
-            starts.append(t)
-            dts.append(dt)
-            t = t + dt
-        return starts, dts
-
-    def _kv_steps(self, m: int, last: Step | None) -> list[int]:
-        """KV blocks per class during each of up to m decode steps (one step's per-class counts
-        after another's), as long as they fit and leave every waiting request's reason as it is."""
-        pool = self.pool
-        table, at, bs = self.state.running.growth_table()  # step j adds table[(at - j) % bs]
-        used, kv = pool.used, pool.used_cls
-        cap_total, cls_room = (math.inf, None) if last is None or not len(last.waiting) else self._reason_limits(last)
-        out: list[int] = []
-        if not pool.reserve and not pool.capped and cls_room is None:  # only the pool's limit
-            limit = min(pool.capacity, cap_total)
-            if len(kv) == 1:  # one class: plain ints
-                col = [g for g, in table]
-                k0 = kv[0]
-                for j in range(at, at - m, -1):
-                    if g := col[j % bs]:
-                        used += g
-                        if used > limit:
-                            break
-                        k0 += g
-                    out.append(k0)
-                return out
-            for j in range(at, at - m, -1):
-                grow = table[j % bs]
-                if g := sum(grow):
-                    used += g
-                    if used > limit:
-                        break
-                    kv = [a + b for a, b in zip(kv, grow)]
-                out += kv
-            return out
-        cap = pool.capacity
-        other_cap = pool.capacity - pool.reserve if pool.reserve else None
-        other = pool.used_other
-        top = pool._top
-        caps = pool._caps if pool.capped else None
-        for j in range(at, at - m, -1):
-            grow = table[j % bs]
-            if any(grow):
-                kv = [a + g for a, g in zip(kv, grow)]
-                used += sum(grow)
-                if other_cap is not None:
-                    other += sum(g for g, t in zip(grow, top) if not t)
-                    if other > other_cap:
-                        break
-                if used > min(cap, cap_total):
-                    break
-                if caps is not None and any(a > c for a, c in zip(kv, caps)):
-                    break
-                if cls_room is not None and any(kv[c] > r for c, r in cls_room.items()):
-                    break
-            out += kv
-        return out
-
-    def _reason_limits(self, last: Step | None) -> tuple[float, dict[int, int] | None]:
-        """How full the pool (and each capped class) may get before a waiting request's KV reason
-        would change: `reserve` turns `kv_short` once the whole pool is that short; with class
-        caps, `kv_short`/`reserve` turn `class_cap` once the class holds that much."""
-        if last is None or not len(last.waiting):
-            return math.inf, None
-        pool = self.pool
-        checked = (last.need >= 0) & ((last.reasons == _KV_SHORT) | (last.reasons == _RESERVE))
-        if not checked.any():
-            return math.inf, None
-        need, why = last.need[checked], last.reasons[checked]
-        res = why == _RESERVE
-        total = math.inf
-        if res.any():
-            total = pool.capacity - (pool.watermark if self.state.running else 0) - int(need[res].max())
-        rooms = None
-        if pool.capped:
-            rooms = {}
-            for c, k in zip(self.rs.cls[last.waiting[checked]].tolist(), need.tolist()):
-                rooms[c] = min(rooms.get(c, math.inf), pool._caps[c] - k)
-        return total, rooms
-
-    def _alert_time(self, step: Step | None) -> float:
-        """When a waiting top-priority request could first raise its alert (inf: none can)."""
-        after = self.log.alert_after_s
-        if after is None or step is None or not len(step.waiting):
-            return math.inf
-        w = step.waiting[self.rs.is_top[step.waiting] & ~self.log.alerted[step.waiting]]
-        if not len(w):
-            return math.inf
-        # the least float t with t − a ≥ after, so that "start < t" is exactly "no alert yet"
-        a = float(self.log.since[w].min())
-        t = a + after
-        while t - a >= after:
-            t = math.nextafter(t, -math.inf)
-        while t - a < after:
-            t = math.nextafter(t, math.inf)
-        return t
+    def _row(self, step: Step) -> list[int]:
+        return self.steps.row_of(self.index, step, self.rs.cls, self.state.n_running_cls, self.pool)

@@ -36,6 +36,8 @@ from .state import NO_HIT, EngineState
 from .step import Budget, Limits, Step
 from .walk import PREFILTER_MIN_QUEUE, Walk
 
+_TOKEN_BUDGET, _RESERVE, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.RESERVE), int(Reason.PREEMPTED)
+
 
 class VLLMRules(Mitigations):
     """vLLM v1's `Scheduler` for one engine: `schedule` a step over the engine's state.
@@ -260,3 +262,63 @@ class VLLMRules(Mitigations):
             return False
         cap = self.lim.class_max_running[c]
         return cap is not None and self.state.n_running_cls[c] >= cap
+
+    # -- what the replica may run as one step (multi-step runs) --------------------------------
+    def horizon(self, last: Step | None) -> int | None:
+        """How many pure decode steps, the same step again, these rules promise next (None: not
+        even one). Sure when every running request decodes and nobody waits (the running pass
+        hands out one token each, the waiting pass has nobody), or when the last step was one and
+        nothing changed since (its waiting requests still cannot get in: KV room only shrinks while
+        everyone decodes, seats and budget stay as they were) — unless keys drift with waiting time
+        (aging), holders are reordered (inheritance), or an evicted prefix hit could grow a waiting
+        request's need past a cap or reserve. The promise ends with the first finish and before a
+        shareable block is hashed; the KV pool, the wait log and time bound the run further."""
+        st, lim = self.state, self.lim
+        run, cache = st.running, st.cache
+        if run.done:
+            return None  # async: a finished request leaves at the end of the next call
+        if st.queue.order:
+            if last is None or lim.aging_s > 0 and self.policy.by_priority or lim.inheritance:
+                return None
+            if cache is not None and (cache.any_prefix or cache.segs) and (st.pool.capped or st.pool.reserve):
+                return None
+        elif run.n_dec != len(run.ids) or self.decode_idle() is None:
+            return None
+        m = run.steps_to_finish()
+        if cache is not None and cache.hashing:
+            m = min(m, cache.steps_to_hash(run))
+        return m
+
+    def decode_idle(self) -> int | None:
+        """A step where every running request decodes and nobody waits: the reserved tokens it
+        leaves idle, or None if the budget cuts some decodes short (not a uniform step)."""
+        lim, run = self.lim, self.state.running
+        n = len(run.ids)
+        reserve = lim.token_reserve if not lim.reserve_lendable else 0  # nobody waits or prefills
+        r = min(reserve, run.n_top)
+        if n - r > lim.budget - reserve:
+            return None
+        shared_left, reserve_left = lim.budget - reserve - (n - r), reserve - r
+        return reserve_left if reserve_left and shared_left == 0 else 0
+
+    def waits_stand(self, last: Step | None) -> bool:
+        """Async, the call after a finish, with requests waiting: in that call the finished
+        requests still hold their blocks and seats, the others decode (KV room only shrinks),
+        only the budget grows. If the last step was a pure decode step whose waiting requests
+        waited for KV or seats only (not the budget, nor a reserve, nor a KV cap their class's
+        growth could reach), they stand exactly as then (nobody is admitted) — if no alert is
+        due meanwhile (the replica asks the wait log)."""
+        lim = self.lim
+        if last is None or self.state.pool.capped or lim.inheritance or lim.aging_s > 0 and self.policy.by_priority:
+            return False
+        codes = last.reasons
+        return not ((codes == _TOKEN_BUDGET) | (codes == _RESERVE) | (codes == _PREEMPTED)).any()
+
+    def still_waiting(self, step: Step) -> bool:
+        """Async: the step's call took in finished requests' outputs, freeing their blocks and
+        seats. Its waiting requests still stand as the call left them if each waits for KV that
+        is still short even so (or behind one that does): then the step can start a run."""
+        st = self.state
+        if st.cache is not None and st.cache.any_prefix:
+            return False  # (hits on the freed blocks: not worth proving)
+        return st.pool.still_short(step.reasons, step.need, bool(st.running.ids))

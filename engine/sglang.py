@@ -153,6 +153,10 @@ class SGLangRules:
         self._retired = 0  # requests retired when the last decode round looked (the batch shrank since?)
         self.chunked = -1  # the one chunked request (its prompt partly prefilled), or -1
 
+    def horizon(self, last: Step | None) -> None:
+        """No run of steps is promised: SGLang's loop decides every step (its ratio moves each round)."""
+        return None
+
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
         """As the vLLM scheduler, plus SGLang's own never-fits: prompt + min(max_new, 4096) must

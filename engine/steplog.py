@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .reasons import IN_ENGINE
+from .reasons import IN_ENGINE, VLLM_REASON
 
 # waiting requests per wait reason (`waiting_for_<reason>`) and in vLLM's two words
 # (`waiting_by_reason_capacity`, `_deferred`: see `reasons.VLLM_REASON`)
@@ -34,6 +34,9 @@ COLUMNS = ("replica", "t_s", "dt_s", "prefill_tokens", "decode_tokens", "batch_s
            *WAITING_FOR)
 _INT = [c for c in COLUMNS if c not in ("t_s", "dt_s")]
 STEPS = len(_INT)  # where a stored row keeps its `steps` (after the _INT columns)
+_DEFERRED = [int(r) - 1 for r, word in VLLM_REASON.items() if word == "deferred"]  # vLLM's two words
+_NO_REASONS = [0] * len(IN_ENGINE)
+_CODES = len(IN_ENGINE) + 1  # the engine's codes are 1 … len(IN_ENGINE)
 _SMALL = (np.int8, np.int16, np.int32)
 CHUNK_ROWS = 1 << 16  # rows per compacted chunk (8 MiB of typed buffers for three classes)
 
@@ -71,6 +74,7 @@ class StepLog:
     def __init__(self, class_names: list[str], capacity: int):
         self.names = list(class_names)
         self.capacity = capacity
+        self._no_waiting = [0] * len(self.names)
         self.n_int = len(_INT) + 1 + 3 * len(self.names)  # + steps; running, waiting, kv per class
         self.times = array("d")  # t_s, dt_s per row
         self.ints = array("i")  # _INT, steps, running_c, waiting_c, kv_c per row
@@ -81,6 +85,21 @@ class StepLog:
         # logging order until sealed, then grouped by replica
         self._chunks: list[tuple[dict, dict]] = []
         self._grouped = False
+
+    def row_of(self, replica: int, step, cls: np.ndarray, running_cls: list[int], pool) -> list[int]:
+        """A step's stored row (`add_row`'s order): what it scheduled and preempted, KV used and
+        free, who waits by reason (vLLM's two words) and by class (`cls`: each request's class),
+        running and KV blocks per class."""
+        used, c = pool.used, len(self.names)
+        if len(step.waiting):
+            waiting = np.bincount(cls[step.waiting], minlength=c).tolist()
+            why = np.bincount(step.reasons, minlength=_CODES).tolist()[1:]
+            deferred = sum(why[k] for k in _DEFERRED)
+        else:
+            waiting, why, deferred = self._no_waiting, _NO_REASONS, 0
+        return [replica, step.tokens - step.decode, step.decode, step.batch, len(step.admitted),
+                len(step.preempted), used, pool.capacity - used, step.reserve_idle,
+                len(step.waiting) - deferred, deferred, *why, 1, *running_cls, *waiting, *pool.used_cls]
 
     def add_row(self, t: float, dt: float, row: list[int]) -> None:
         """One step: `row` = the _INT columns, `steps` (1), then running, waiting and KV blocks per
