@@ -10,7 +10,7 @@ takes a module's import lock *before* it imports the module's package, so a pack
 importing two of them at once (Streamlit runs each session's page in its own thread, and a room of
 people opening the link starts a cold server's pages together) can then deadlock, and Python breaks
 the deadlock by handing one thread a half-initialised module ("cannot import name 'Hardware' from
-partially initialized module 'engine.scenario'"). `tests/test_imports.py` keeps the graph acyclic.
+partially initialized module 'engine.config.scenario'"). `tests/test_imports.py` keeps the graph acyclic.
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"  # pyproject reads it; sweep manifests record it
 
-_WHERE = {"Result": "result", "Scenario": "scenario", "ScenarioError": "scenario", "from_dict": "scenario",
-          "load": "scenario", "scenario_names": "scenario", "to_yaml": "scenario", "simulate": "simulation",
-          "TraceError": "traces"}
+_WHERE = {"Result": "sim.result", "Scenario": "config.scenario", "ScenarioError": "config.scenario",
+          "from_dict": "config.scenario", "load": "config.scenario", "scenario_names": "config.scenario",
+          "to_yaml": "config.scenario", "simulate": "sim.simulation", "TraceError": "config.traces"}
 
 __all__ = ["Result", "Scenario", "ScenarioError", "TraceError", "from_dict", "load", "scenario_names",
            "simulate", "to_yaml"]
 
 if TYPE_CHECKING:  # for readers and type checkers only
-    from .result import Result
-    from .scenario import Scenario, ScenarioError, from_dict, load, scenario_names, to_yaml
-    from .simulation import simulate
-    from .traces import TraceError
+    from .config.scenario import Scenario, ScenarioError, from_dict, load, scenario_names, to_yaml
+    from .config.traces import TraceError
+    from .sim.result import Result
+    from .sim.simulation import simulate
 
 
 def __getattr__(name: str) -> Any:

@@ -141,8 +141,8 @@ def _naive_waiting(running, waiting, free, left, chunk, max_seqs, need):
 
 def naive_vidur() -> dict:
     """The naive loop on the Vidur workload, timed in this process."""
-    from .scenario import load
-    from .workload import build
+    from .config.scenario import load
+    from .config.workload import build
 
     sc = load("vidur-2k")
     wl = build(sc)

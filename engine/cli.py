@@ -1,5 +1,5 @@
 """Command line: `python -m engine run|list|validate|bench|sweep|plan|capacity|story` (sweep and
-plan: engine.sweep_cli; capacity: engine.capacity_cli; story: engine.story_cli).
+plan: engine.sweeps.sweep_cli; capacity: engine.sweeps.capacity_cli; story: engine.sweeps.story_cli).
 
 Errors in scenarios, overrides or traces print one line to stderr and exit with code 2; so does a
 scenario whose estimated work is over the default cap (`--no-work-limit` lifts it). Anything else
@@ -15,18 +15,18 @@ import os
 import sys
 from pathlib import Path
 
-from .capacity_cli import COMMANDS as CAPACITY_COMMANDS
-from .capacity_cli import add_parser as add_capacity_parser
-from .limits import BATCH, Stop, WorkLimitError
-from .literal import clip
-from .metrics import clean
-from .preflight import preflight
-from .scenario import ScenarioError, bench_names, load, load_with_sets, scenario_names
-from .story_cli import COMMANDS as STORY_COMMANDS
-from .story_cli import add_parser as add_story_parser
-from .sweep_cli import COMMANDS as SWEEP_COMMANDS
-from .sweep_cli import add_parsers as add_sweep_parsers
-from .traces import TraceError
+from .config.literal import clip
+from .config.scenario import ScenarioError, bench_names, load, load_with_sets, scenario_names
+from .config.traces import TraceError
+from .sim.limits import BATCH, Stop, WorkLimitError
+from .sim.metrics import clean
+from .sim.preflight import preflight
+from .sweeps.capacity_cli import COMMANDS as CAPACITY_COMMANDS
+from .sweeps.capacity_cli import add_parser as add_capacity_parser
+from .sweeps.story_cli import COMMANDS as STORY_COMMANDS
+from .sweeps.story_cli import add_parser as add_story_parser
+from .sweeps.sweep_cli import COMMANDS as SWEEP_COMMANDS
+from .sweeps.sweep_cli import add_parsers as add_sweep_parsers
 
 NO_LIMIT_HINT = " (--no-work-limit runs it anyway)"
 MAX_SEEDS = 100
@@ -93,8 +93,8 @@ def _fail(message: str, code: int) -> int:
 
 
 def _run(args) -> int:
-    from .evidence import RunSamples, default_seeds, over_seeds, report
-    from .simulation import simulate
+    from .sim.simulation import simulate
+    from .sweeps.evidence import RunSamples, default_seeds, over_seeds, report
 
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise ScenarioError(f"--seeds {args.seeds}: expected 1..{MAX_SEEDS}")
@@ -134,7 +134,7 @@ SERVED_NOTE = "served = output tokens / run length: the offered load when everyt
 
 def few_marks(run) -> set[tuple[str, str]]:
     """(class, metric) pairs of a run whose percentiles rest on fewer than FEW requests."""
-    from .evidence import FEW
+    from .sweeps.evidence import FEW
 
     return {(name, m) for name, c in run.classes.items() for m, v in c.values.items() if len(v) < FEW}
 
@@ -174,7 +174,7 @@ def format_summary(s: dict, few: set[tuple[str, str]] = frozenset()) -> str:
 
 
 def format_seeds(rep: dict) -> str:
-    """The `--seeds N` table: each figure as value [lo–hi] over the seeds (engine.evidence.report)."""
+    """The `--seeds N` table: each figure as value [lo–hi] over the seeds (engine.sweeps.evidence.report)."""
     def est(e: dict | None, fmt: str = "{:.3f}", unit: str = " s") -> str:
         if e is None or e["value"] is None:
             return "-"

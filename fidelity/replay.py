@@ -52,7 +52,7 @@ class Unsupported(Exception):
 @cache
 def engine_knows(dotted: str) -> bool:
     """Whether the engine's scenario schema has this key (validated with a harmless value)."""
-    from engine.scenario import ScenarioError, apply_overrides, from_dict
+    from engine.config.scenario import ScenarioError, apply_overrides, from_dict
 
     probe = {"kv": {"num_blocks": 10}}
     try:

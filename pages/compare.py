@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine import ScenarioError
-from engine.evidence import default_seeds
+from engine.sweeps.evidence import default_seeds
 from ui import capacity_live, figures, kpis, layout, limits, over_seeds, runs, text, views, viewstate
 from ui.codec import POLICIES
 from ui.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config

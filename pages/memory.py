@@ -3,8 +3,8 @@ its config.json."""
 
 import streamlit as st
 
-from engine.hfconfig import MAX_CONFIG_BYTES, describe
-from engine.scenario import to_dict
+from engine.config.hfconfig import MAX_CONFIG_BYTES, describe
+from engine.config.scenario import to_dict
 from ui import codec as codec_mod
 from ui import costs, figures, layout, sidebar, uploads
 from ui.i18n import _

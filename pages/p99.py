@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from engine.evidence import default_seeds
+from engine.sweeps.evidence import default_seeds
 from ui import capacity_live, layout, live, runs, views, viewstate
 from ui.i18n import _
 from ui.state import current

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.plan import cheapest, pareto, points, top_class
+from engine.sweeps.plan import cheapest, pareto, points, top_class
 from ui import sweep_data as sd
 from ui import sweep_figures as sf
 from ui.i18n import _, ngettext

@@ -1,2 +1,2 @@
-"""The shipped scenarios (YAML files, read by `engine.scenario`); a package only so that an
+"""The shipped scenarios (YAML files, read by `engine.config.scenario`); a package only so that an
 installed engine (`pip install .`) carries them as package data."""

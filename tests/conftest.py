@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine import from_dict, simulate
-from engine.scenario import apply_overrides
+from engine.config.scenario import apply_overrides
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ this process, a small plan output."""
 
 from __future__ import annotations
 
-from engine.sweep_exec import run_batch
+from engine.sweeps.sweep_exec import run_batch
 
 SHORT = {"duration_s": 8, "warmup_s": 1}  # the default scenario, 8 s of arrivals: ~10 ms a run
 
@@ -65,8 +65,8 @@ def tiny_plan_output(out):
     """A small plan output directory (FCFS vs priority, replicas 1..8, two seeds) at `out`."""
     import yaml
 
-    from engine.plan import run_plan
-    from engine.sweep import load_spec
+    from engine.sweeps.plan import run_plan
+    from engine.sweeps.sweep import load_spec
 
     out.parent.mkdir(parents=True, exist_ok=True)
     base = out.parent / "tiny-plan-base.yaml"

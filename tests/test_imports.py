@@ -5,7 +5,7 @@ Why threads: Streamlit runs each session's page in its own thread, so when a roo
 on a cold server the pages import the app's modules concurrently. Python takes a module's import
 lock before importing its package, and breaks a lock cycle between two threads by handing one of
 them a half-initialised module ("cannot import name 'Hardware' from partially initialized module
-'engine.scenario'"). A cycle that a single thread survives is therefore a crash under a room's
+'engine.config.scenario'"). A cycle that a single thread survives is therefore a crash under a room's
 first minute. The static check below counts every import a module can run (top-level and inside
 functions, not `if TYPE_CHECKING:`), the edge from a module to its package, and `from engine import
 X` as the submodule that defines X (`engine.__getattr__` loads it).
@@ -149,9 +149,10 @@ def test_cycle_finder_finds_a_cycle_through_a_package():
 
 def test_no_import_cycles_in_engine_and_ui():
     graph = import_graph()
-    assert {"engine", "engine.scenario", "engine.memory", "ui.state", "ui.sidebar", "ui.lab"} <= set(graph)
-    assert "engine.scenario" in graph["engine.memory"]  # the graph does see real imports
-    assert {"engine.simulation", "engine.result"} <= graph["ui.work"]  # `from engine import Result, simulate`
+    assert {"engine", "engine.config.scenario", "engine.config.memory", "ui.state", "ui.sidebar",
+            "ui.lab"} <= set(graph)
+    assert "engine.config.scenario" in graph["engine.config.memory"]  # the graph does see real imports
+    assert {"engine.sim.simulation", "engine.sim.result"} <= graph["ui.work"]  # `from engine import Result, simulate`
     found = cycles(graph)
     assert found == [], "import cycles: " + "; ".join(" ↔ ".join(c) for c in found)
 
@@ -216,5 +217,5 @@ def test_every_module_imports_in_a_random_order(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_every_module_imports_from_many_threads_at_once(seed):
     """Failed 4 runs of 4 before the cycles went (ImportError from a partially initialised
-    engine.scenario / engine.memory, or a detected deadlock)."""
+    engine.config.scenario / engine.config.memory, or a detected deadlock)."""
     assert _import_all(seed, "threads", ALL) == []

@@ -1,9 +1,9 @@
 """Capacity searches for the pages, run through the shared sweep pool in the background.
 
-`engine.capacity` defines what is searched (the largest load scale at which every class with an
+`engine.sweeps.capacity` defines what is searched (the largest load scale at which every class with an
 SLO meets it on every seed, and the GPUs that carry the offered load) and how (bisection, one
 tested load a round, every seed of it). Its CLI drives the rounds with a process pool; here a
-`Job` drives the same searches (`engine.capacity.Config`, `record`, `open_gpu_search`,
+`Job` drives the same searches (`engine.sweeps.capacity.Config`, `record`, `open_gpu_search`,
 `findings`) through the app's `ui.pool.RunPool`: a thread states the round's runs as the job's
 wish list, waits for them, records them, and states the next round. The pool's workers run the
 points at a low CPU priority, and remember them across sessions, so a second session asking for
@@ -25,10 +25,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine import capacity
-from engine.evidence import mean_of
-from engine.scenario import Scenario, apply_overrides, from_dict
-from engine.sweep_exec import summary_rows
+from engine.config.scenario import Scenario, apply_overrides, from_dict
+from engine.sweeps import capacity
+from engine.sweeps.evidence import mean_of
+from engine.sweeps.sweep_exec import summary_rows
 
 from .pool import RunPool
 
@@ -168,7 +168,7 @@ class Job:
     # -- what it found ------------------------------------------------------------------------
 
     def view(self) -> list[dict]:
-        """Per configuration (spec order): `engine.capacity.findings` and `settled`, `limited` (the
+        """Per configuration (spec order): `engine.sweeps.capacity.findings` and `settled`, `limited` (the
         bracket's top is a load the app does not run), `at_load` (batch fill and KV use at the
         offered load, over the seeds: {value, lo, hi, per_seed})."""
         with self.lock:

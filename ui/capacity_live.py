@@ -1,6 +1,6 @@
 """Capacity on the P99 page and Compare: what each remedy costs as the load the GPU can still carry.
 
-The searches (`engine.capacity`: bisection over the load scale, every seed of each tested load)
+The searches (`engine.sweeps.capacity`: bisection over the load scale, every seed of each tested load)
 run off the server: `ui.capacity_jobs` drives them round by round through the shared sweep pool
 (`ui.runs.run_pool`, worker processes at low CPU priority, results remembered across sessions),
 as a *background* wish list that a page's sweep always overtakes. The page asks for its job on
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.scenario import Scenario
+from engine.config.scenario import Scenario
 
 from . import capacity_table, i18n, limits, runs
 from .capacity_jobs import Jobs, Spec

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
-from engine.policies import POLICIES as _POLICY_CLASSES
-from engine.presets import GPUS, MODELS
-from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, get_dotted, to_dict
-from engine.shipped_traces import SHIPPED, shipped_name
+from engine.config.presets import GPUS, MODELS
+from engine.config.scenario import Scenario, ScenarioError, apply_overrides, from_dict, get_dotted, to_dict
+from engine.config.shipped_traces import SHIPPED, shipped_name
+from engine.core.policies import POLICIES as _POLICY_CLASSES
 
 from .i18n import N_, _
 
@@ -218,7 +218,7 @@ def _cap_params(raw: dict) -> list[Param]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Arrivals from a shipped trace (engine.shipped_traces): the source and the class mapping
+# Arrivals from a shipped trace (engine.config.shipped_traces): the source and the class mapping
 
 
 SYNTHETIC = "synthetic"  # the source option for the scenario's own (synthetic) classes

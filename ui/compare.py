@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from engine.scenario import Scenario, apply_overrides, from_dict, to_dict
+from engine.config.scenario import Scenario, apply_overrides, from_dict, to_dict
 
 from .i18n import N_, _
 from .text import quoted

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from engine.cost import linear_peak_flops, make_step_cost
-from engine.memory import MemoryBreakdown, kv_bytes_per_token
-from engine.scenario import Scenario
+from engine.config.cost import linear_peak_flops, make_step_cost
+from engine.config.memory import MemoryBreakdown, kv_bytes_per_token
+from engine.config.scenario import Scenario
 
 from .i18n import _
 from .text import plain

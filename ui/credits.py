@@ -2,13 +2,13 @@
 
 CC-BY-4.0 (the Azure traces) asks that whoever shows the data names its creator, the licence (with a
 link) and the source; Apache-2.0 (Mooncake) that its licence travels with it (it does, beside the
-file). The facts are engine.shipped_traces'; the sentences are here, in the catalogue. The links and
+file). The facts are engine.config.shipped_traces'; the sentences are here, in the catalogue. The links and
 names are the lab's own text, never a user's.
 """
 
 from __future__ import annotations
 
-from engine.shipped_traces import SHIPPED
+from engine.config.shipped_traces import SHIPPED
 
 from .i18n import _
 from .text import plain

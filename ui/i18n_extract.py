@@ -3,7 +3,7 @@
 Each is `(fileobj, keywords, comment_tags, options) -> iterable of (lineno, funcname, message,
 comments)`, Babel's extractor interface. The messages are cut exactly as the app looks them up:
 lesson fields whitespace-folded, lesson bodies by paragraph (`ui.i18n.paragraphs`), scenario
-descriptions folded, a scenario story's run labels and its edge (folded, as `engine.story` keeps
+descriptions folded, a scenario story's run labels and its edge (folded, as `engine.sweeps.story` keeps
 it), the engine's reason sentences as they are.
 """
 
@@ -43,12 +43,12 @@ def extract_scenarios(fileobj, keywords, comment_tags, options):
     for run in story.get("runs") or ():  # the *Does this hold?* page (ui.story_view)
         if isinstance(run, dict) and run.get("label"):
             yield 1, None, str(run["label"]), ["scenario story run label"]
-    if story.get("edge"):  # the page shows it as engine.story.parse keeps it: whitespace folded
+    if story.get("edge"):  # the page shows it as engine.sweeps.story.parse keeps it: whitespace folded
         yield 1, None, folded(story["edge"]), ["scenario story: why a claim is on an edge"]
 
 
 def extract_reasons(fileobj, keywords, comment_tags, options):
-    from engine.reasons import EXPLAIN
+    from engine.core.reasons import EXPLAIN
 
     for reason, sentence in EXPLAIN.items():
         yield 1, None, sentence, [f"wait reason {reason.label}"]

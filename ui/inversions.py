@@ -1,8 +1,8 @@
 """The inversion story in tables: who got in ahead, whom a request waited on, which lanes to draw.
 
-Pure functions over a run's flat frames (`engine.result`): nothing is parsed from strings.
+Pure functions over a run's flat frames (`engine.sim.result`): nothing is parsed from strings.
 - `ahead`: every lower-priority admission during a request's inversion episodes, with what the
-  overtaker needed and what the waiting request needed then (`engine.result.overtakers` + needs);
+  overtaker needed and what the waiting request needed then (`engine.sim.result.overtakers` + needs);
 - `waited_on`: the KV holders each wait segment saw, biggest first;
 - `strip`: inversion seconds per second of time, by class (how many of its requests were
   inverted at once);
@@ -44,7 +44,7 @@ def _own_need(res: Result, rows: pd.DataFrame) -> np.ndarray:
 
 
 def overtakers_of(episodes: pd.DataFrame, admissions: pd.DataFrame, ids) -> pd.DataFrame:
-    """`engine.result.overtakers` for the timeline, vectorised: every admission of a less important
+    """`engine.sim.result.overtakers` for the timeline, vectorised: every admission of a less important
     request in the same replica during [start, end) of one of these requests' episodes.
 
     The engine's version filters the admissions once per episode, which takes seconds on an

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from engine.evidence import Estimate, RunSamples, class_figures, mean_of, run_figure
+from engine.sweeps.evidence import Estimate, RunSamples, class_figures, mean_of, run_figure
 
 from . import spread
 from .i18n import _, ngettext

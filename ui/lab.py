@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import Result
-from engine.scenario import Scenario
+from engine.config.scenario import Scenario
 
 from .codec import Codec
 from .i18n import N_
@@ -87,7 +87,7 @@ class Lab:
     @property
     def kv_blocks(self) -> int:
         """The KV cache size in blocks, without running anything."""
-        from engine.memory import breakdown
+        from engine.config.memory import breakdown
 
         return breakdown(self.scenario).blocks
 

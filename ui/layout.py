@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.shipped_traces import shipped_name
+from engine.config.shipped_traces import shipped_name
 
 from . import credits
 from .i18n import _

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from engine import Result, derived
-from engine.scenario import Scenario, device_batch_defaults
+from engine import Result
+from engine.config.scenario import Scenario, device_batch_defaults
+from engine.sim import derived
 
 from . import fig_workshop, inversions
 from .fig_primer import step_picture, teaching_step

@@ -2,14 +2,14 @@
 
 The test suite checks a lesson's claims on its own seed, but a claim is a conclusion, so the
 Workshop states it over seeds: `python -m ui.lesson_evidence` runs every lesson's runs on the
-scenario's seed and the next 19 (never picked) at load ×0.9, ×1 and ×1.1 (`engine.story.audit`,
+scenario's seed and the next 19 (never picked) at load ×0.9, ×1 and ×1.1 (`engine.sweeps.story.audit`,
 about five minutes on two cores) and writes `lessons/evidence.json`. The page then says of each
 claim "holds on 20 of 20 seeds at every load", with the median and range of its value, without
 running 600 simulations while a room waits.
 
 The file names what it was computed from (a fingerprint of each lesson's scenarios, runs and
 claims); `tests/ui/test_lesson_evidence.py` fails when a lesson or its scenario changed since, and
-when a claim in it is not robust (`engine.story.required`: all seeds but one in twenty at every
+when a claim in it is not robust (`engine.sweeps.story.required`: all seeds but one in twenty at every
 scale) — so a lesson cannot quote a figure that rests on its seed. Pure: no streamlit import.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import story as stories
+from engine.sweeps import story as stories
 
 from .lessons import LESSON_DIR, slug_of
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from engine import Result, ScenarioError, claims
-from engine.scenario import Scenario, load, load_raw
+from engine import Result, ScenarioError
+from engine.config.scenario import Scenario, load, load_raw
+from engine.sweeps import claims
 
 from . import codec
 from .i18n import N_, _, folded, translate_markdown
@@ -51,7 +52,7 @@ class Lesson:
     show: tuple[str, ...] = ()
     article: dict | None = None  # {metric, runs: [a, b], says}: the article's illustrative number
     sizing: bool = False  # offer the reserve-sizing aid
-    edge: str = ""  # why a claim marked `edge: true` is on an edge (engine.story)
+    edge: str = ""  # why a claim marked `edge: true` is on an edge (engine.sweeps.story)
 
     def scenarios(self) -> list[Scenario]:
         return [load(self.scenario, o) for _label, o in self.runs]
@@ -107,7 +108,7 @@ def all_lessons(folder: Path = LESSON_DIR) -> list[Lesson]:
     return [parse(p) for p in sorted(folder.glob("*.md"))]
 
 
-metric = claims.metric  # the claim language is the engine's (engine.claims): lessons and stories share it
+metric = claims.metric  # the claim language is the engine's (engine.sweeps.claims): lessons and stories share it
 
 
 def fill(text: str, results: list[Result]) -> str:

@@ -9,10 +9,10 @@ enough that one interactive run stays within seconds.
 
 from __future__ import annotations
 
-from engine.limits import INTERACTIVE
-from engine.preflight import preflight
-from engine.scenario import Scenario, ScenarioError
-from engine.traces import TraceError
+from engine.config.scenario import Scenario, ScenarioError
+from engine.config.traces import TraceError
+from engine.sim.limits import INTERACTIVE
+from engine.sim.preflight import preflight
 
 APP_MAX_REQUESTS = int(INTERACTIVE.requests)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.scenario import Scenario, ScenarioError
+from engine.config.scenario import Scenario, ScenarioError
 
 from .codec import DEFAULT_PRESET, PRESET_KEY, Codec, fmt_number, fmt_value, parse
 from .i18n import _

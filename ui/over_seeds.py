@@ -17,8 +17,8 @@ from collections.abc import Callable
 import streamlit as st
 
 from engine import Result
-from engine.evidence import RunSamples, default_seeds
-from engine.scenario import Scenario
+from engine.config.scenario import Scenario
+from engine.sweeps.evidence import RunSamples, default_seeds
 
 from . import i18n, runs
 from .kpis import Over

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from engine.scenario import Scenario, load
+from engine.config.scenario import Scenario, load
 
 from .i18n import N_, _
 from .text import percent, seconds

@@ -17,8 +17,8 @@ from concurrent.futures.process import BrokenProcessPool
 import streamlit as st
 
 from engine import Result, from_dict
-from engine.scenario import Scenario, ScenarioError
-from engine.traces import TraceError
+from engine.config.scenario import Scenario, ScenarioError
+from engine.config.traces import TraceError
 
 from .i18n import _
 from .limits import why_not

@@ -1,7 +1,7 @@
 """The seeds behind a page's figures: which runs, and what has come back.
 
 A number on a page that is a conclusion is over N seeds (DESIGN §6): the scenario's own seed and
-the next N − 1 (`engine.evidence.default_seeds`, as `run --seeds N` takes them), so a figure can
+the next N − 1 (`engine.sweeps.evidence.default_seeds`, as `run --seeds N` takes them), so a figure can
 be reproduced from the command line. The charts draw one run, the scenario's seed; its `Result`
 is on the server already, and its `RunSamples` is taken there. The other seeds run in the page
 workers and send back only their `RunSamples` (`ui.worker.SAMPLES`). A `Gathered` is what a page
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from engine.evidence import RunSamples, default_seeds
-from engine.scenario import Scenario, apply_overrides, from_dict, to_dict
+from engine.config.scenario import Scenario, apply_overrides, from_dict, to_dict
+from engine.sweeps.evidence import RunSamples, default_seeds
 
 KEY = "seeds"  # the share link's parameter; the default leaves none
 DEFAULT = 5

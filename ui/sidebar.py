@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import streamlit as st
 
 from engine import ScenarioError, TraceError, scenario_names, to_yaml
-from engine.scenario import load_shipped
+from engine.config.scenario import load_shipped
 
 from . import codec as codec_mod
 from . import credits, i18n, limits, links, runs, seeds, uploads

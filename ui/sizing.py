@@ -2,7 +2,7 @@
 top class inside its SLO on several seeds, and what it costs — or, when none does, why not.
 
 A setting *meets* on a seed when the top class meets its SLO there by the predicate every search
-shares (`engine.slo`: P99 TTFT and TPOT within the SLO, none of its requests rejected or
+shares (`engine.sweeps.slo`: P99 TTFT and TPOT within the SLO, none of its requests rejected or
 unfinished) and the run turns away no more requests of any class (rejected + unfinished) than no
 reserve does on that seed: a KV reserve that leaves a document no room to fit "meets" P0's SLO
 by rejecting the document, which is not meeting it. The answer is the smallest setting that meets
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.evidence import default_seeds, mean_of
-from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, to_dict
-from engine.slo import classes_ok
+from engine.config.scenario import Scenario, ScenarioError, apply_overrides, from_dict, to_dict
+from engine.sweeps.evidence import default_seeds, mean_of
+from engine.sweeps.slo import classes_ok
 
 from .sweeps import KNOBS
 
@@ -67,7 +67,7 @@ class Sizing:
         return self.tried.get(self.value) if self.value is not None else None
 
     def top_ok(self, s: dict) -> bool:
-        """The top class meets its SLO in this run (engine.slo)."""
+        """The top class meets its SLO in this run (engine.sweeps.slo)."""
         return classes_ok(s, self.sc).get(self.top, False)
 
     def meets(self, s: dict, base: dict) -> bool:

@@ -13,7 +13,7 @@ import argparse
 import time
 
 from engine import load
-from engine.memory import breakdown
+from engine.config.memory import breakdown
 
 from . import sizing
 from .pool import RunPool

@@ -5,7 +5,7 @@ Every page says the same thing the same way (README, *The app*): the value pools
 requests (a percentile of all N runs' requests together; a share over all of them; a run-level
 figure the mean), the interval is the **seeds' min–max** (not a confidence interval: what another
 seed may give), and a comparison is counted seed by seed against the same seed of the other
-configuration — the same arrivals and lengths. `engine.evidence` computes; this module only
+configuration — the same arrivals and lengths. `engine.sweeps.evidence` computes; this module only
 writes. Pure: no streamlit import.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from engine.evidence import FEW, Estimate, holds_on
+from engine.sweeps.evidence import FEW, Estimate, holds_on
 
 from .i18n import _, ngettext
 

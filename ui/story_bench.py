@@ -13,7 +13,7 @@ import argparse
 import time
 
 from engine import load
-from engine.story import job, of_scenario
+from engine.sweeps.story import job, of_scenario
 
 from . import story_plan
 from .pool import RunPool

@@ -1,8 +1,8 @@
 """The *Does this hold?* page's runs: which ones it asks the sweeps' pool for, and their verdicts.
 
-A shipped scenario's story (`engine.story`) is judged the way `python -m engine story` judges it —
+A shipped scenario's story (`engine.sweeps.story`) is judged the way `python -m engine story` judges it —
 every run on the scenario's seed and the next N − 1 (never picked), at load ×0.9, ×1, ×1.1, each
-claim seed by seed (`engine.story.judge`) — only with fewer seeds by default, so a page has its
+claim seed by seed (`engine.sweeps.story.judge`) — only with fewer seeds by default, so a page has its
 answer in seconds. A claim marked `edge: true` is also run at ×0.8 and ×1.2, for the band that
 shows where it stops holding. The runs go to the sweeps' worker processes as `measure:` jobs
 (`ui.worker.MEASURE`: only the metrics the claims read come back), ×1 first, so the shipped load's
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from engine import story as story_mod
-from engine.story import Audit, Story
+from engine.sweeps import story as story_mod
+from engine.sweeps.story import Audit, Story
 
 from .worker import MEASURE
 
@@ -74,7 +74,7 @@ def edge_frame(p: Plan, done: dict[str, dict], claim: int) -> pd.DataFrame:
 
 
 def _judged_seeds(p: Plan, done: dict[str, dict], s: float) -> list[int]:
-    """The seeds `engine.story.judge` judged at scale `s` (those with every run there measured)."""
+    """The seeds `engine.sweeps.story.judge` judged at scale `s` (those with every run there measured)."""
     return [seed for seed in p.seeds
             if all(p.keys[r, seed, s] in done for r in range(len(p.story.runs)) if (r, seed, s) in p.keys)]
 

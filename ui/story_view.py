@@ -1,6 +1,6 @@
 """*Does this hold?*: the sidebar preset's story, claim by claim, over seeds and ±10 % load.
 
-A shipped scenario's `story:` section (`engine.story`) states its headline as claims. This page
+A shipped scenario's `story:` section (`engine.sweeps.story`) states its headline as claims. This page
 judges them as `python -m engine story` does — seed by seed on the scenario's seed and the next
 N − 1, at load ×0.9, ×1 and ×1.1 — and shows, per claim and scale, on how many seeds it holds,
 the median and min–max of its value, and how many requests stand behind a percentile. A claim the
@@ -15,9 +15,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine import story as story_mod
-from engine.reasons import Reason
-from engine.scenario import ScenarioError
+from engine.config.scenario import ScenarioError
+from engine.core.reasons import Reason
+from engine.sweeps import story as story_mod
 
 from . import i18n, layout, runs, story_plan, viewstate, vocab
 from .codec import Param

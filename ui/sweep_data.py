@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from engine import ScenarioError
-from engine.plan import knob_columns_of, read_plan
-from engine.sweep_store import MANIFEST, TABLE, read_manifest, read_table
+from engine.sweeps.plan import knob_columns_of, read_plan
+from engine.sweeps.sweep_store import MANIFEST, TABLE, read_manifest, read_table
 
 REQUIRED = ("run", "class", "priority", "gpus", "ttft_p99", "served_tok_s")
 MAX_BYTES = 20 << 20  # the app's upload limit (.streamlit/config.toml)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from engine.scale import load_overrides
-from engine.scenario import Scenario, ScenarioError, apply_overrides, from_dict, to_dict
+from engine.config.scale import load_overrides
+from engine.config.scenario import Scenario, ScenarioError, apply_overrides, from_dict, to_dict
 
 from .i18n import N_
 

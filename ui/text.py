@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from engine.derived import top_holder_classes, top_reasons
+from engine.sim.derived import top_holder_classes, top_reasons
 
 from .i18n import N_, _, ngettext
 from .vocab import look

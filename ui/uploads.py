@@ -9,7 +9,7 @@ match, at most 16 classes, a few seconds of simulation). Otherwise it is refused
 nothing changes: the functions are pure until the very end, where an accepted trace is written.
 
 A pasted config.json (`try_model_config`) replaces the model of the scenario the controls show,
-through `engine.hfconfig`; it is accepted on the same terms.
+through `engine.config.hfconfig`; it is accepted on the same terms.
 
 `try_scenario` / `try_trace` / `try_model_config` never raise: they return an `Upload` with either
 the new scenario mapping or the message, so a callback can keep the previous state on failure.
@@ -36,14 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import ScenarioError, TraceError, from_dict
-from engine.hfconfig import model_from_text
-from engine.limits import INTERACTIVE, WorkLimits
-from engine.literal import clip
-from engine.memory import resolve_model
-from engine.preflight import preflight
-from engine.scenario import ModelSpec, decode_text, file_references, parse_yaml
-from engine.shipped_traces import shipped_name
-from engine.traces import parse_trace
+from engine.config.hfconfig import model_from_text
+from engine.config.literal import clip
+from engine.config.memory import resolve_model
+from engine.config.scenario import ModelSpec, decode_text, file_references, parse_yaml
+from engine.config.shipped_traces import shipped_name
+from engine.config.traces import parse_trace
+from engine.sim.limits import INTERACTIVE, WorkLimits
+from engine.sim.preflight import preflight
 
 from .i18n import _
 
@@ -85,7 +85,7 @@ def scenario_from_upload(name: str, data: bytes, limits: WorkLimits = INTERACTIV
     name = clip(name or "upload.yaml", 80)
     try:
         raw = parse_yaml(_text(name, data, MAX_SCENARIO_BYTES, ScenarioError), name)
-        raw.pop("story", None)  # a shipped file's story (engine.story) is not part of the scenario, as load_raw
+        raw.pop("story", None)  # a shipped file's story (engine.sweeps.story) is not part of the scenario, as load_raw
         raw.setdefault("name", _stem(name, "uploaded"))
         if "base" in raw:
             raise ScenarioError(_("{name}: an uploaded scenario cannot start from another (`base`); download the "

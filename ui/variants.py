@@ -1,10 +1,10 @@
-"""The scenario a page compares against: the same traffic without any remedy (`engine.baseline`,
+"""The scenario a page compares against: the same traffic without any remedy (`engine.config.baseline`,
 which `engine capacity` uses too), and what differs from it in words."""
 
 from __future__ import annotations
 
-from engine.baseline import baseline, has_remedies
-from engine.scenario import Scenario
+from engine.config.baseline import baseline, has_remedies
+from engine.config.scenario import Scenario
 
 from .i18n import _
 

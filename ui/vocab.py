@@ -1,4 +1,4 @@
-"""How the app shows each wait reason: one row per `engine.reasons.Reason`, nowhere else.
+"""How the app shows each wait reason: one row per `engine.core.reasons.Reason`, nowhere else.
 
 The engine's `EXPLAIN` (the long sentence) stays the source of meaning; this table adds what only
 the UI needs — a colour for the timeline and a short phrase for running text — keyed by the same
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.reasons import EXPLAIN, Reason
+from engine.core.reasons import EXPLAIN, Reason
 
 from .i18n import N_, _
 

@@ -2,9 +2,9 @@
 
 Two kinds, one protocol. *Sweep* workers return a run's summary (the P99 curves, the workshop's
 sweeps, capacity searches) — or, for a key sent as `measure:{job}`, the claim metrics of a scenario
-story's run (`engine.story.job`, the *Does this hold?* page); *page* workers return the whole
+story's run (`engine.sweeps.story.job`, the *Does this hold?* page); *page* workers return the whole
 `Result` a page draws, or — for a key sent as `samples:{json}` — the run's
-`engine.evidence.RunSamples` (the other seeds of a page's figures: tens of kB where a Result is
+`engine.sweeps.evidence.RunSamples` (the other seeds of a page's figures: tens of kB where a Result is
 hundreds, and nothing the server would draw). Page runs leave the server because every session's
 script shares one interpreter lock there: under an eight-session load the simulations took a third
 of it, so one session's run stalled every other session's page.
@@ -47,11 +47,11 @@ def _task(kind: str):
     from ui.worker import WorkerFailed
 
     if kind == "summary":
-        from engine.sweep_exec import run_batch_summaries  # the same per-run task as `python -m engine sweep`
+        from engine.sweeps.sweep_exec import run_batch_summaries  # the same per-run task as `python -m engine sweep`
 
         def summary(key: str) -> dict:
-            if key.startswith(MEASURE):  # a story's run: the metrics its claims read (engine.story)
-                from engine.story import measure_batch
+            if key.startswith(MEASURE):  # a story's run: the metrics its claims read (engine.sweeps.story)
+                from engine.sweeps.story import measure_batch
 
                 reply = measure_batch([key[len(MEASURE):]])[0]
             else:
@@ -62,7 +62,7 @@ def _task(kind: str):
 
         return summary
 
-    from engine.evidence import RunSamples
+    from engine.sweeps.evidence import RunSamples
     from ui.work import run_json
 
     def result(key: str):

@@ -14,8 +14,8 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from engine.evidence import default_seeds
-from engine.scenario import load_shipped
+from engine.config.scenario import load_shipped
+from engine.sweeps.evidence import default_seeds
 
 from . import capacity_live, handout, lesson_charts, lesson_evidence, lessons, recap, runs, views, viewstate
 from .fig_workshop import remedies_bars

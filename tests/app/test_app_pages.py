@@ -63,7 +63,7 @@ def test_kv_counts_say_usable_and_agree_across_pages():
     (vLLM's num_gpu_blocks less its null block), and the tokens are those blocks × block size."""
 
     from engine import load
-    from engine.memory import breakdown
+    from engine.config.memory import breakdown
 
     mem = breakdown(load("default"))
     app = fresh()

@@ -9,8 +9,8 @@ import time
 
 from streamlit.testing.v1 import AppTest
 
-from engine.scenario import load_raw
-from engine.story import of_scenario, seeds_of
+from engine.config.scenario import load_raw
+from engine.sweeps.story import of_scenario, seeds_of
 
 APP = "../../app.py"  # relative to this file (AppTest resolves it so)
 PAGE = "pages/story.py"

@@ -3,7 +3,7 @@ moment. Each page must render without an exception, the server must log no trace
 imports each session's page in its own thread; an import cycle then hands one of them a
 half-initialised module, `tests/test_imports.py`), and every session must then take a control
 change. Before the cycles went, 5 of 6 pages showed "cannot import name 'Hardware' from partially
-initialized module 'engine.scenario'" on a quiet machine."""
+initialized module 'engine.config.scenario'" on a quiet machine."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The fields of real Hugging Face `config.json` files that the lab reads (values as published on
 huggingface.co/<repo>/blob/main/config.json; other fields left out). Used to check that
-`engine.hfconfig` reproduces the presets and the models' published parameter counts."""
+`engine.config.hfconfig` reproduces the presets and the models' published parameter counts."""
 
 LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,

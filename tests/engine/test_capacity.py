@@ -1,4 +1,4 @@
-"""Capacity (`engine.capacity`): worked out on paper on a one-seat engine, the bisection's
+"""Capacity (`engine.sweeps.capacity`): worked out on paper on a one-seat engine, the bisection's
 bracketing, the replica check, reuse of an output directory, and the command line."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import capacity as cap
 from engine import from_dict
+from engine.sweeps import capacity as cap
 from tests.sweep_fixtures import InlineBackend
 
 REPO = Path(__file__).resolve().parents[2]

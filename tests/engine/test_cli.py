@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from engine import load, simulate
-from engine.metrics import clean
-from engine.scenario import scenario_names
+from engine.config.scenario import scenario_names
+from engine.sim.metrics import clean
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -289,7 +289,7 @@ def test_work_cap_names_the_key_and_can_be_lifted(capsys, monkeypatch):
     # the cap is on the estimate only: with the flag, validate accepts it (no run needed)
     rc, out, err = _main(capsys, "validate", "scenarios/default.yaml", "--no-work-limit")
     assert rc == 0 and out.startswith("ok: default") and err == ""
-    from engine import limits
+    from engine.sim import limits
 
     monkeypatch.setattr(limits, "BATCH", limits.WorkLimits(requests=100, classes=2, seconds=None, memory_mib=None))
     monkeypatch.setattr("engine.cli.BATCH", limits.BATCH)
@@ -300,7 +300,7 @@ def test_a_bug_is_one_line_with_exit_1(capsys, monkeypatch):
     def boom(sc, **_options):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("engine.simulation.simulate", boom)
+    monkeypatch.setattr("engine.sim.simulation.simulate", boom)
     line = _one_error(capsys, "run", "default", code=1, must=("internal error", "RuntimeError", "boom second line"))
     assert "Traceback" not in line
     monkeypatch.setenv("INVERSION_LAB_DEBUG", "1")
@@ -311,7 +311,7 @@ def test_a_bug_is_one_line_with_exit_1(capsys, monkeypatch):
 def test_bad_out_folder_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    monkeypatch.setattr("engine.simulation.simulate", lambda sc: pytest.fail("ran before checking --out"))
+    monkeypatch.setattr("engine.sim.simulation.simulate", lambda sc: pytest.fail("ran before checking --out"))
     _one_error(capsys, "run", "default", "--out", str(blocker / "sub"), must=("--out", "cannot write"))
 
 

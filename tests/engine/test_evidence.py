@@ -1,4 +1,4 @@
-"""Figures over seeds (`engine.evidence`): hand-worked estimates on tiny arrays, the property that
+"""Figures over seeds (`engine.sweeps.evidence`): hand-worked estimates on tiny arrays, the property that
 bounds a pooled percentile, comparisons seed by seed, and the record a worker sends back."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import evidence as ev
 from engine import load, simulate
+from engine.sweeps import evidence as ev
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = {"duration_s": 30}  # default traffic, a third as long: ~100 requests a run
@@ -144,7 +144,7 @@ def test_default_seeds_are_the_scenarios_and_the_next_ones():
 _CHILD = """
 import json, sys
 from engine import load
-from engine.evidence import over_seeds, report
+from engine.sweeps.evidence import over_seeds, report
 runs = over_seeds(load("default", {"duration_s": 30}), [4, 5])
 print(json.dumps(report(runs)))
 """

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from test_properties import scenarios
 
 from engine import from_dict, load, simulate
-from engine.running import COMP, END, SEQ, RunningSet
-from engine.scenario import apply_overrides, load_raw
-from engine.scheduler import VLLMRules
+from engine.config.scenario import apply_overrides, load_raw
+from engine.core.running import COMP, END, SEQ, RunningSet
+from engine.core.vllm_rules import VLLMRules
 
 FRAMES = ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts")
 MODES = ({}, {"skip_steps": False}, {"skip_steps": False, "shortcuts": False})
@@ -179,7 +179,7 @@ def test_the_benchmarks_naive_loop_reproduces_the_engine(asyn):
     import numpy as np
 
     from engine.bench import naive_loop
-    from engine.workload import build
+    from engine.config.workload import build
 
     sc = from_dict({"seed": 3, "duration_s": 20.0, "kv": {"num_blocks": 41, "block_size": 4, "prefix_caching": False},
                     "cost": {"model": "fixed", "step_time_s": 0.1},

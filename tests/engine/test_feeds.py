@@ -2,8 +2,9 @@
 
 import numpy as np
 
-from engine import from_dict, simulate, simulation
-from engine.simulation import StaticFeed
+from engine import from_dict, simulate
+from engine.sim import simulation
+from engine.sim.simulation import StaticFeed
 
 
 def test_static_feed_hands_over_every_arrival_once_across_window_edges(monkeypatch):

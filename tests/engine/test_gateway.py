@@ -1,4 +1,4 @@
-"""The gateway layer (engine.gateway): llm-d-router style bands, saturation, holdback, shedding.
+"""The gateway layer (engine.sim.gateway): llm-d-router style bands, saturation, holdback, shedding.
 
 Hand-worked rules on a hand-built gateway (fake endpoints whose queue and KV the test sets), the
 off switch (no change at all), strict input validation, a Hypothesis property over random small
@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from test_properties import PROPS, scenarios
 
 from engine import from_dict, simulate
-from engine.gateway import Gateway, default_priorities, saturation
-from engine.metrics import clean
-from engine.requests import Status
-from engine.scenario import Gateway as GatewaySpec
-from engine.scenario import ScenarioError, load
+from engine.config.scenario import Gateway as GatewaySpec
+from engine.config.scenario import ScenarioError, load
+from engine.core.requests import Status
+from engine.sim.gateway import Gateway, default_priorities, saturation
+from engine.sim.metrics import clean
 
 REPO = Path(__file__).resolve().parents[2]
 EPS = 1e-9
@@ -50,7 +50,7 @@ def test_default_gateway_priorities_follow_the_class_order_top_highest():
 
 
 class FakeRequests:
-    """What the gateway reads and writes of engine.requests.Requests."""
+    """What the gateway reads and writes of engine.core.requests.Requests."""
 
     def __init__(self, cls: list[int], class_priority: list[int]):
         self.n = len(cls)
@@ -486,7 +486,7 @@ def test_cli_table_shows_the_gateway_queue_only_behind_a_gateway():
 
 
 def test_the_work_estimate_counts_the_gateways_step_by_step_runs():
-    from engine.limits import GATEWAY_SLOWDOWN, estimate_work
+    from engine.sim.limits import GATEWAY_SLOWDOWN, estimate_work
 
     on = estimate_work(load("gateway-priority"))
     off = estimate_work(load("gateway-priority", {"gateway.enabled": False}))

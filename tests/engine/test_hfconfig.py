@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict
-from engine.hfconfig import MAX_CONFIG_BYTES, ConfigError, describe, model_from_config, model_from_text
-from engine.memory import breakdown
-from engine.presets import MODELS
+from engine.config.hfconfig import MAX_CONFIG_BYTES, ConfigError, describe, model_from_config, model_from_text
+from engine.config.memory import breakdown
+from engine.config.presets import MODELS
 from tests.engine import hf_configs as C
 
 

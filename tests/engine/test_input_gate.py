@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine import ScenarioError, TraceError, from_dict, load, safeyaml
-from engine.literal import brief, clip, md_code, md_escape
-from engine.safeio import FileRefused, check_local, read_bytes
-from engine.scenario import MAX_SCENARIO_BYTES, SCENARIO_DIR, load_raw, parse_assignment, parse_yaml
-from engine.traces import parse_trace, read_trace
-from engine.workload import _column
+from engine import ScenarioError, TraceError, from_dict, load
+from engine.config import safeyaml
+from engine.config.literal import brief, clip, md_code, md_escape
+from engine.config.safeio import FileRefused, check_local, read_bytes
+from engine.config.scenario import MAX_SCENARIO_BYTES, SCENARIO_DIR, load_raw, parse_assignment, parse_yaml
+from engine.config.traces import parse_trace, read_trace
+from engine.config.workload import read_column
 
 
 def laughs(levels: int, width: int = 9) -> str:
@@ -90,7 +91,7 @@ def test_unsafe_tags_are_not_constructed():
 def test_non_finite_numbers_are_refused_naming_the_key(key, value):
     data = {"classes": {"A": {}}, "trace": {"path": "t.csv"}} if key.startswith("trace") else {"classes": {"A": {}}}
     _, v = parse_assignment(f"{key}={value}")
-    from engine.scenario import apply_overrides
+    from engine.config.scenario import apply_overrides
 
     with pytest.raises(ScenarioError) as info:
         from_dict(apply_overrides(data, {key: v}))
@@ -104,7 +105,7 @@ def test_non_finite_numbers_are_refused_naming_the_key(key, value):
     ("replicas.count", 2**31), ("classes.A.priority", 10**19),
 ])
 def test_huge_integers_are_refused_in_bounds_with_a_short_message(key, value):
-    from engine.scenario import apply_overrides
+    from engine.config.scenario import apply_overrides
 
     with pytest.raises(ScenarioError) as info:
         from_dict(apply_overrides({"classes": {"A": {}}}, {key: value}))
@@ -143,7 +144,7 @@ def test_error_messages_never_echo_a_huge_input():
     ("hardware.gpu", "<a href='https://evil.example'>H100</a>"), ("model.name", "x` [a](b) `"),
     ("name", "two\nlines"), ("title", "bell\x07"), ("hardware.gpu", "G" * 65)])
 def test_names_shown_in_titles_are_plain(key, value):
-    from engine.scenario import apply_overrides
+    from engine.config.scenario import apply_overrides
 
     with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
         from_dict(apply_overrides({"hardware": {"memory_gib": 80, "bandwidth_tbs": 3, "peak_tflops": 900}},
@@ -175,7 +176,7 @@ def test_urls_are_never_read(tmp_path):
         with pytest.raises(FileRefused, match="URL"):
             check_local(url)
         with pytest.raises(ScenarioError, match="URL"):
-            _column(url, "x")
+            read_column(url, "x")
         with pytest.raises(TraceError, match="URL"):
             read_trace(url)
 
@@ -190,7 +191,7 @@ def test_device_files_and_fifos_are_refused_without_reading(tmp_path):
         with pytest.raises(TraceError, match="not a regular file"):
             read_trace(dev)
         with pytest.raises(ScenarioError, match="not a regular file"):
-            _column(dev, "x")
+            read_column(dev, "x")
 
 
 def test_size_limit_counts_bytes_really_read(tmp_path):
@@ -220,7 +221,7 @@ def test_files_next_to_the_scenario_are_allowed(tmp_path):
                 "classes:\n  A:\n    prompt: {dist: empirical, path: data/lengths.csv, column: x}\n")
     raw = load_raw(str(sc))
     assert raw["classes"]["A"]["prompt"]["path"] == str(tmp_path / "data" / "lengths.csv")
-    assert sorted(_column(raw["classes"]["A"]["prompt"]["path"], "x")) == [100, 200, 300]
+    assert sorted(read_column(raw["classes"]["A"]["prompt"]["path"], "x")) == [100, 200, 300]
 
 
 @pytest.mark.parametrize("ref", ["../outside/lengths.csv", "{out}/lengths.csv", "/etc/passwd", "link/lengths.csv"])
@@ -265,7 +266,7 @@ def test_base_must_be_a_shipped_name_or_a_yaml_file(tmp_path, base):
 
 
 def test_shipped_names_cannot_traverse(tmp_path):
-    from engine.scenario import load_shipped
+    from engine.config.scenario import load_shipped
 
     with pytest.raises(ScenarioError, match="no scenario"):
         load("../scenarios/default")

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv import UNLIMITED, KVPool
-from engine.queue import WaitingQueue
-from engine.reasons import Reason
+from engine.core.kv import UNLIMITED, KVPool
+from engine.core.queue import WaitingQueue
+from engine.core.reasons import Reason
 
 
 def pool(capacity=20, top=(True, False, False), caps=(UNLIMITED,) * 3, reserve=0, watermark=0) -> KVPool:

@@ -1,4 +1,7 @@
-"""Layering: the engine runs headless — it imports no streamlit, no plotly and nothing of the app."""
+"""Layering: the engine runs headless — it imports no streamlit, no plotly and nothing of the app —
+and its folders import one way: `core` (one engine's state and rules) nothing else of the engine,
+`config` (what a run is given) only `core`, `sim` (a run in time) `core` and `config`, `sweeps`
+(many runs) those three; only the package's top (CLI, bench) imports everything."""
 
 from __future__ import annotations
 
@@ -9,6 +12,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("streamlit", "plotly", "ui", "pages", "app")
+
+
+MAY_IMPORT = {"core": {"core"}, "config": {"core", "config"}, "sim": {"core", "config", "sim"},
+              "sweeps": {"core", "config", "sim", "sweeps"}}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -22,9 +29,68 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Line numbers of imports under `if TYPE_CHECKING:` (annotations only, never run)."""
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            lines.update(n.lineno for b in node.body for n in ast.walk(b) if isinstance(n, ast.ImportFrom))
+    return lines
+
+
+def engine_folders_imported(path: Path) -> set[str]:
+    """The engine folders (core, config, sim, sweeps; "top" for the package itself) that a module
+    under engine/<folder>/ imports at run time."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip, own = _type_checking_only(tree), path.parent.name
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and [a.name for a in node.names] == ["__version__"]:
+            continue  # the package's version (a run's manifest records it)
+        if isinstance(node, ast.ImportFrom) and node.lineno not in skip:
+            if node.level == 0 and node.module and node.module.split(".")[0] == "engine":
+                parts = node.module.split(".")
+                found.add(parts[1] if len(parts) > 1 and parts[1] in MAY_IMPORT else "top")
+            elif node.level == 1:
+                found.add(own)
+            elif node.level == 2:
+                first = (node.module or "").split(".")[0]
+                found.add(first if first in MAY_IMPORT else "top")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == "engine":
+                    found.add(parts[1] if len(parts) > 1 and parts[1] in MAY_IMPORT else "top")
+    return found
+
+
+def test_engine_folders_import_one_way():
+    seen = {}
+    for folder, allowed in MAY_IMPORT.items():
+        files = sorted((REPO / "engine" / folder).glob("*.py"))
+        assert len(files) > 3, folder
+        for f in files:
+            extra = engine_folders_imported(f) - allowed
+            if extra:
+                seen[f"{folder}/{f.name}"] = sorted(extra)
+    assert not seen
+
+
+def test_the_layering_check_sees_a_wrong_way_import(tmp_path):
+    """Guard against a vacuous test: a core module importing the simulation is caught."""
+    core = tmp_path / "core"
+    core.mkdir()
+    bad = core / "bad.py"
+    bad.write_text("from ..sim.simulation import simulate\nfrom .kv import KVPool\n")
+    assert engine_folders_imported(bad) == {"sim", "core"}
+    ok = core / "ok.py"
+    ok.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..config.workload import Workload\n")
+    assert engine_folders_imported(ok) == set()
+
+
 def test_engine_sources_import_no_ui():
-    files = sorted((REPO / "engine").glob("*.py"))
-    assert len(files) > 10
+    files = sorted((REPO / "engine").rglob("*.py"))
+    assert len(files) > 40
     bad = {f.name: sorted(imported_modules(f) & set(FORBIDDEN)) for f in files}
     assert not {k: v for k, v in bad.items() if v}
 

@@ -1,4 +1,4 @@
-"""The work estimate and its caps (engine.limits), and the checks before a run (engine.preflight).
+"""The work estimate and its caps (engine.sim.limits), and the checks before a run (engine.sim.preflight).
 
 Hand-worked cases use a fixed step time and constant lengths, so the fluid model's numbers can be
 computed on paper; the engine's own step count is checked next to them.
@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine import ScenarioError, from_dict, load, simulate
-from engine.limits import BATCH, INTERACTIVE, Stop, WorkLimitError, WorkLimits, check_work, estimate_work
-from engine.preflight import preflight
-from engine.scenario import apply_overrides, load_raw, scenario_names
-from engine.workload import expected_requests
+from engine.config.scenario import apply_overrides, load_raw, scenario_names
+from engine.config.workload import expected_requests
+from engine.sim.limits import BATCH, INTERACTIVE, Stop, WorkLimitError, WorkLimits, check_work, estimate_work
+from engine.sim.preflight import preflight
 
 NO_CAP = WorkLimits(None, None, None, None)
 
@@ -273,7 +273,7 @@ def test_preflight_refuses_unmatched_trace_classes_and_priorities(tmp_path):
 
 
 def test_preflight_passes_every_shipped_scenario():
-    from engine.scenario import scenario_names
+    from engine.config.scenario import scenario_names
 
     for name in scenario_names():
         assert preflight(load(name), BATCH).seconds < BATCH.seconds
@@ -290,7 +290,7 @@ def test_requests_the_engine_rejects_at_arrival_cost_no_steps():
 
 
 def test_aging_under_a_priority_order_costs_per_waiting_request():
-    from engine import limits
+    from engine.sim import limits
 
     over = {"scheduler.max_num_batched_tokens": 16, "scheduler.policy": "priority"}
     plain = estimate_work(load("classic-inversion", over))
@@ -329,8 +329,8 @@ def test_hashing_a_traces_prefix_blocks_is_charged_and_backfill_looks_them_up_ev
     """Mooncake's hash_ids make the prefix cache hash every block of every prompt (and backfill look
     each waiting request up every step): the estimate charges both, so the app refuses what would
     run for minutes (rescue-buffer with mooncake-conv: 121 s of CPU before this term)."""
-    from engine import limits
-    from engine.workload import _from_trace
+    from engine.config.workload import _from_trace
+    from engine.sim import limits
 
     over = {"trace": {"path": "mooncake-conv", "start_s": 600}, "duration_s": 60,
             "classes.P0.arrival": {"rate": 0}, "classes.P1.arrival": {"rate": 0}, "classes.P2.arrival": {"rate": 0}}

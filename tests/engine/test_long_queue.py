@@ -11,7 +11,7 @@ import pandas.testing as pdt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.walk as walk
+import engine.core.walk as walk
 from engine import from_dict, simulate
 
 

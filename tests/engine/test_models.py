@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict, load, scenario_names, simulate
-from engine.cost import make_step_cost
-from engine.memory import breakdown, kv_bytes_per_token, resolve_model
-from engine.presets import GPUS, MODELS, vllm_batch_defaults
-from engine.scenario import ScenarioError, bench_names, to_dict
+from engine.config.cost import make_step_cost
+from engine.config.memory import breakdown, kv_bytes_per_token, resolve_model
+from engine.config.presets import GPUS, MODELS, vllm_batch_defaults
+from engine.config.scenario import ScenarioError, bench_names, to_dict
 
 GIB = 2**30
 

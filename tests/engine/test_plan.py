@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import from_dict, simulate
-from engine.plan import Search, cheapest, pareto, parse_plan, points, read_plan, rows_ok, run_plan
-from engine.sweep import SweepError, parse_spec
-from engine.sweep_store import read_table
+from engine.sweeps.plan import Search, cheapest, pareto, parse_plan, points, read_plan, rows_ok, run_plan
+from engine.sweeps.sweep import SweepError, parse_spec
+from engine.sweeps.sweep_store import read_table
 from tests.sweep_fixtures import TINY_PLAN_BASE, InlineBackend
 
 # One class with a 1 s TTFT SLO beside a heavier one, on a fixed 20 ms step: one replica is far
@@ -96,7 +96,7 @@ def test_pareto_and_cheapest_by_hand():
 def _tiny_spec(plan, grid=None, tmp=None):
     import yaml
 
-    from engine.sweep import load_spec
+    from engine.sweeps.sweep import load_spec
 
     path = tmp / "tiny.yaml"
     path.write_text(yaml.safe_dump(TINY))

@@ -1,4 +1,4 @@
-"""Prefix caching (engine.prefix): the shipped `prefix-cache` scenario's claims, on its fixed seed,
+"""Prefix caching (engine.core.prefix): the shipped `prefix-cache` scenario's claims, on its fixed seed,
 with margins, and the cache's bookkeeping on random workloads with shared prefixes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict, load, simulate
-from engine.scheduler import VLLMRules
+from engine.core.vllm_rules import VLLMRules
 
 SYSTEM = {"P0": 3000, "P1": 600}
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict, simulate
-from engine.metrics import clean
+from engine.sim.metrics import clean
 
 REPO = Path(__file__).resolve().parents[2]
 EPS = 1e-9
@@ -394,7 +394,7 @@ def test_every_request_ends_finished_rejected_or_unfinished(data, drain, split, 
     # the client's request (pieces folded) is complete only when every piece finished
     key = np.where(req["parent"] >= 0, req["parent"], req["id"])
     all_done = (status == "finished").groupby(key).all()
-    from engine.metrics import logical_requests
+    from engine.sim.metrics import logical_requests
     logical = logical_requests(req).set_index("id")
     assert ((logical["status"].astype(str) == "finished") == all_done.loc[logical.index]).all()
     done = {name: c["completed"] for name, c in res.summary["classes"].items()}

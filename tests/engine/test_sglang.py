@@ -1,4 +1,4 @@
-"""The `sglang` engine (engine/sglang.py): each SGLang 0.5.23 rule on a hand-worked case, then
+"""The `sglang` engine (engine/core/sglang_rules.py): each SGLang 0.5.23 rule on a hand-worked case, then
 invariants over random workloads and determinism.
 
 The hand-worked cases drive the scheduler directly, one `schedule()`/`complete()` pair per
@@ -14,13 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict, simulate
-from engine.memory import breakdown
-from engine.reasons import Reason
-from engine.requests import Requests, Status
-from engine.scenario import ScenarioError
-from engine.sglang import SGLangRules
-from engine.simulation import _scheduler, check
-from engine.workload import build
+from engine.config.memory import breakdown
+from engine.config.scenario import ScenarioError
+from engine.config.workload import build
+from engine.core.reasons import Reason
+from engine.core.requests import Requests, Status
+from engine.core.sglang_rules import SGLangRules
+from engine.sim.preflight import validate
+from engine.sim.simulation import _scheduler
 
 STEP = 0.01
 DECAY = (0.7 - 0.7 * 0.14) / 600  # (init − min) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
@@ -51,7 +52,7 @@ class Engine:
 
     def __init__(self, classes: dict, **kw):
         sc = self.sc = _scenario(classes, **kw)
-        check(sc)
+        validate(sc)
         wl = build(sc)
         self.rs = Requests(wl, int(wl.class_priority.min()))
         self.sched = _scheduler(sc, breakdown(sc), wl, self.rs, True)
@@ -318,11 +319,11 @@ def test_vllm_only_remedies_are_refused_with_a_clear_message():
     for extra, word in (({"mitigations": {"p0_token_reserve": 64}}, "p0_token_reserve"),
                         ({"mitigations": {"aging_s": 1.0}}, "aging_s")):
         with pytest.raises(ScenarioError, match=word):
-            check(_scenario({"A": {"prompt": 10, "output": 10}}, **extra))
+            validate(_scenario({"A": {"prompt": 10, "output": 10}}, **extra))
     with pytest.raises(ScenarioError, match="fcfs and priority"):
-        check(_scenario({"A": {"prompt": 10, "output": 10}}, policy="backfill"))
+        validate(_scenario({"A": {"prompt": 10, "output": 10}}, policy="backfill"))
     with pytest.raises(ScenarioError, match="unknown class"):
-        check(_scenario({"A": {"prompt": 10, "output": 10}}, sglang={"class_priority": {"Z": 1}}))
+        validate(_scenario({"A": {"prompt": 10, "output": 10}}, sglang={"class_priority": {"Z": 1}}))
 
 
 def test_a_request_that_never_fits_sglangs_check_is_rejected_not_held():
@@ -460,7 +461,7 @@ def test_sglang_engine_scenario_claims():
 
 def test_work_estimate_counts_sglangs_per_step_cost():
     from engine import load
-    from engine.limits import estimate_work
+    from engine.sim.limits import estimate_work
 
     vllm, sgl = (estimate_work(load("classic-inversion", {"scheduler.engine": e})) for e in ("vllm", "sglang"))
     assert sgl.steps == vllm.steps and sgl.seconds > 5 * vllm.seconds

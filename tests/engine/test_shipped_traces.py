@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from engine import ScenarioError, TraceError, from_dict, load, simulate
-from engine.scenario import load_raw
-from engine.shipped_traces import SHIPPED, TRACE_DIR
-from engine.traces import read_trace
+from engine.config.scenario import load_raw
+from engine.config.shipped_traces import SHIPPED, TRACE_DIR
+from engine.config.traces import read_trace
 
 REPO = Path(__file__).resolve().parents[2]
 ORIGINALS = REPO.parent / "shared" / "traces"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.steplog import _INT, StepLog, _compact
+from engine.sim.steplog import _INT, StepLog, _compact
 
 NAMES = ["hi", "lo"]
 CAPACITY = 1000

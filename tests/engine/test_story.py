@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import claims, load, simulate
-from engine import story as stories
+from engine import load, simulate
 from engine.cli import main
-from engine.scenario import SCENARIO_DIR, ScenarioError, load_raw, scenario_names
-from engine.sweep_exec import LocalBackend
+from engine.config.scenario import SCENARIO_DIR, ScenarioError, load_raw, scenario_names
+from engine.sweeps import claims
+from engine.sweeps import story as stories
+from engine.sweeps.sweep_exec import LocalBackend
 from tests.sweep_fixtures import InlineBackend
 
 FULL = int(os.environ.get("STORY_SEEDS", "0") or 0)
@@ -170,7 +171,7 @@ def test_audit_runs_seeds_in_order_and_scales_the_load(tmp_path):
     k1, k2 = (json.loads(stories.scenario_key(s, 1, 5, x)) for x in (1.0, 1.1))
     assert k1["seed"] == 5 and k1["scheduler"]["policy"] == "priority"
     assert k2["classes"]["P1"]["arrival"]["rate"] == pytest.approx(6.6)
-    assert k2["classes"]["P2"]["arrival"]["times"] == [0.5, 3]  # a list of times is not a rate (engine.scale)
+    assert k2["classes"]["P2"]["arrival"]["times"] == [0.5, 3]  # a list of times is not a rate (engine.config.scale)
     backend = InlineBackend()
     [a] = stories.audit([s], 3, (1.0, 1.1), backend=backend)
     assert a.seeds == [4, 5, 6] and len(backend.keys) == 2 * 3 * 2

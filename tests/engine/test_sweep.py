@@ -12,9 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict, load, simulate
-from engine.sweep import Range, Sample, SweepError, batch_size, expand, parse_spec, run_id, run_summaries, run_sweep
-from engine.sweep_exec import LocalBackend, summary_rows
-from engine.sweep_store import read_manifest, read_table
+from engine.sweeps.sweep import (
+    Range,
+    Sample,
+    SweepError,
+    batch_size,
+    expand,
+    parse_spec,
+    run_id,
+    run_summaries,
+    run_sweep,
+)
+from engine.sweeps.sweep_exec import LocalBackend, summary_rows
+from engine.sweeps.sweep_store import read_manifest, read_table
 from tests.sweep_fixtures import InlineBackend, comparable, spec_data
 
 # ---------------------------------------------------------------------------------------------
@@ -143,7 +153,7 @@ def test_a_combination_that_cannot_run_names_its_knobs():
 
 
 def test_spec_base_path_is_relative_to_the_spec_file(tmp_path):
-    from engine.sweep import load_spec
+    from engine.sweeps.sweep import load_spec
 
     (tmp_path / "mine.yaml").write_text("base: default\nduration_s: 7\n")
     (tmp_path / "spec.yaml").write_text("base: mine.yaml\ngrid: {scheduler.policy: [fcfs]}\n")
@@ -244,11 +254,22 @@ def test_output_directory_guards(tmp_path):
 
 
 def test_a_run_the_engine_refuses_stops_the_sweep_naming_it(tmp_path):
-    # a KV reserve larger than the pool is only found when the run builds its KV cache
-    spec = parse_spec(spec_data(grid={"mitigations.p0_kv_reserve": [0, 9_000_000]}, seeds=1))
-    with pytest.raises(SweepError, match=r"run mitigations.p0_kv_reserve=9000000 \(seed \d+\): .*leaves nothing"):
+    # a lengths file that is not there is only found when the run builds its workload
+    lengths = tmp_path / "lens.csv"
+    lengths.write_text("n\n100\n200\n300\n")
+    base = tmp_path / "base.yaml"  # P1's prompts from the file (a sweep cannot set and sweep one key)
+    base.write_text(f"base: default\nclasses:\n  P1:\n    prompt: {{dist: empirical, path: {lengths}, column: n}}\n")
+    spec = parse_spec(spec_data(grid={"classes.P1.prompt.path": [str(lengths), str(tmp_path / "gone.csv")]},
+                                seeds=1, base=str(base)))
+    with pytest.raises(SweepError, match=r"run classes.P1.prompt.path='\S*gone.csv' \(seed \d+\): .*cannot read"):
         run_sweep(spec, tmp_path / "o", InlineBackend(), progress=False, batch=1)
     assert read_table(tmp_path / "o")["run"].nunique() == 1  # the run before it is kept
+
+
+def test_a_value_no_run_could_take_is_named_before_any_run():
+    # a KV reserve larger than the pool: `validate` finds it when the spec is read
+    with pytest.raises(SweepError, match=r"grid.mitigations.p0_kv_reserve = 9000000: .*leaves nothing"):
+        parse_spec(spec_data(grid={"mitigations.p0_kv_reserve": [0, 9_000_000]}, seeds=1))
 
 
 # ---------------------------------------------------------------------------------------------

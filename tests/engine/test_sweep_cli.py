@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from engine.sweep_store import read_manifest, read_table
+from engine.sweeps.sweep_store import read_manifest, read_table
 from tests.sweep_fixtures import comparable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,7 +175,7 @@ def test_readme_sweep_commands_validate(command, tmp_path):
 
 
 def test_readme_lists_every_spec_key():
-    from engine.sweep import SPEC_KEYS
+    from engine.sweeps.sweep import SPEC_KEYS
 
     text = (REPO / "README.md").read_text(encoding="utf-8").split("## Sweeps and capacity planning", 1)[1]
     table = text.split("| key | meaning |", 1)[1].split("\n\n", 1)[0]

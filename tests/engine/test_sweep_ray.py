@@ -24,10 +24,10 @@ else:
     pytest.importorskip("ray", reason="Ray is optional (requirements-ray.txt); tasks.py test runs it in .venv-ray")
 
 from engine import load
-from engine.plan import run_plan
-from engine.sweep import parse_spec, run_summaries, run_sweep
-from engine.sweep_exec import LocalBackend, RayBackend
-from engine.sweep_store import read_table
+from engine.sweeps.plan import run_plan
+from engine.sweeps.sweep import parse_spec, run_summaries, run_sweep
+from engine.sweeps.sweep_exec import LocalBackend, RayBackend
+from engine.sweeps.sweep_store import read_table
 
 pytestmark = pytest.mark.ray
 REPO = Path(__file__).resolve().parents[2]

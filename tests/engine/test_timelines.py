@@ -11,7 +11,7 @@ import math
 import pytest
 from timeline_helpers import row, waits_of
 
-from engine.result import overtakers
+from engine.sim.result import overtakers
 
 # --- head-of-line stop vs backfill skip ------------------------------------------------------
 
@@ -326,9 +326,9 @@ def test_self_preemption_under_priority_lets_the_pass_go_on(simulate_case):
 def _empty_call_at(monkeypatch, t_empty: float, changed: bool) -> list:
     """Make the first schedule() call at t_empty schedule nothing (as if it had preempted every
     running request, or had changed nothing at all); the calls after it run as usual."""
-    from engine.replica import Replica
-    from engine.scheduler import VLLMRules
-    from engine.step import Step
+    from engine.core.step import Step
+    from engine.core.vllm_rules import VLLMRules
+    from engine.sim.replica import Replica
 
     monkeypatch.setattr(Replica, "_quiet_steps", lambda self, last, feed: None)  # one call per step
     real, calls = VLLMRules.schedule, []

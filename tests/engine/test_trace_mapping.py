@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import ScenarioError, from_dict, simulate
-from engine.workload import _assign, _from_trace, rng_for
+from engine.config.workload import _assign, _from_trace, rng_for
 
 NAMES = ["P0", "P1", "P2"]
 CLASSES = {n: {"priority": i, "arrival": {"rate": 0}} for i, n in enumerate(NAMES)}  # fed by the trace only

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine import ScenarioError, TraceError, from_dict, simulate
-from engine.traces import MOONCAKE_BUCKET_S, detect_format, parse_trace, read_trace
+from engine.config.traces import MOONCAKE_BUCKET_S, detect_format, parse_trace, read_trace
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 AZURE_CODE = TRACES / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from engine import from_dict, load, simulate
-from engine.scenario import Arrival, Length
-from engine.workload import Z90, arrivals, build, lengths, rng_for
+from engine.config.scenario import Arrival, Length
+from engine.config.workload import Z90, arrivals, build, lengths, rng_for
 
 
 def _gaps_cv(t: np.ndarray) -> float:
@@ -265,7 +265,7 @@ def test_split_pieces_after_a_rejected_piece_are_not_left_pending():
 
 
 def test_expected_requests_is_the_mean_arrival_count():
-    from engine.workload import expected_requests
+    from engine.config.workload import expected_requests
 
     sc = load("default")
     assert expected_requests(sc) == pytest.approx((0.5 + 3 + 0.05) * 90)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from engine.scenario import load_raw
+from engine.config.scenario import load_raw
 from tests.live_links import live_links
 from ui.codec import Codec
 from ui.views import VIEW_KEYS

@@ -15,7 +15,7 @@ from conftest import budget
 from fuzzgen import ATTACKS, scenario_case, workdir_files
 
 from engine import cli
-from engine.limits import WorkLimits
+from engine.sim.limits import WorkLimits
 
 SEED = 7
 SMALL = WorkLimits(requests=20_000, classes=64, seconds=2.0, memory_mib=1024)  # keeps accepted runs short

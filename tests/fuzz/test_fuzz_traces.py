@@ -13,8 +13,8 @@ from conftest import budget
 from fuzzgen import trace_case
 
 from engine import TraceError, from_dict, simulate
-from engine.scenario import load_raw
-from engine.traces import parse_trace, read_trace
+from engine.config.scenario import load_raw
+from engine.config.traces import parse_trace, read_trace
 from ui import uploads
 
 SEED = 11

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine import from_dict, load, simulate
-from engine.evidence import RunSamples, over_seeds
+from engine.sweeps.evidence import RunSamples, over_seeds
 from ui.pool import RunPool
 
 TINY = "classic-inversion"
@@ -90,8 +90,8 @@ def test_background_wishes_wait_for_every_foreground_one():
 
 
 def test_a_capacity_job_finds_what_the_cli_finds_and_the_table_says_it():
-    from engine import capacity
-    from engine.sweep_exec import LocalBackend
+    from engine.sweeps import capacity
+    from engine.sweeps.sweep_exec import LocalBackend
     from ui.capacity_jobs import Jobs, Spec
 
     # budget-bound on priority, without and with a 2,048-token reserve (capacities ~0.9× and ~1×)

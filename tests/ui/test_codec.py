@@ -3,8 +3,8 @@
 import pytest
 
 from engine import load, simulate
-from engine.policies import POLICIES
-from engine.scenario import Gateway, load_raw, to_dict
+from engine.config.scenario import Gateway, load_raw, to_dict
+from engine.core.policies import POLICIES
 from ui import codec
 from ui.codec import Codec, get_dotted
 

@@ -3,7 +3,7 @@
 import pytest
 
 from engine import from_dict
-from engine.memory import breakdown
+from engine.config.memory import breakdown
 from ui import costs
 
 

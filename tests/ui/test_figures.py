@@ -57,7 +57,7 @@ def test_memory_bar_parts_sum_to_total():
 
 def test_step_time_table_is_memory_bound_for_decode_and_compute_bound_for_prefill():
     from engine import load
-    from engine.memory import breakdown
+    from engine.config.memory import breakdown
     from ui.costs import step_table
 
     sc = load("default")

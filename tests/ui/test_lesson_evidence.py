@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from engine import story as stories
-from engine.sweep_exec import LocalBackend
+from engine.sweeps import story as stories
+from engine.sweeps.sweep_exec import LocalBackend
 from ui import lesson_evidence, lessons
 
 DATA = lesson_evidence.read()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.scenario import load, load_raw, scenario_names
+from engine.config.scenario import load, load_raw, scenario_names
 from ui import codec, links, views
 from ui.codec import Codec
 from ui.limits import APP_MAX_REQUESTS, why_not

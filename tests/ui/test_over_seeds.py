@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engine import load
-from engine.evidence import Estimate, class_figures, over_seeds
+from engine.sweeps.evidence import Estimate, class_figures, over_seeds
 from ui import kpis, spread
 from ui.links import check_seeds
 from ui.seeds import gather, seed_keys

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from engine.story import of_scenario, parse
+from engine.sweeps.story import of_scenario, parse
 from ui import story_plan
 from ui.fig_story import edge_band
 from ui.worker import MEASURE

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.plan import pareto, points
+from engine.sweeps.plan import pareto, points
 from ui import sweep_data as sd
 from ui import sweep_figures as sf
 

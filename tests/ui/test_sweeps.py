@@ -57,9 +57,9 @@ def test_each_knob_writes_its_scenario_key():
 
 
 def test_total_load_packs_a_traces_arrivals_closer_over_the_same_stretch_of_it():
-    from engine.scenario import apply_overrides, from_dict, to_dict
-    from engine.traces import read_trace
-    from engine.workload import build
+    from engine.config.scenario import apply_overrides, from_dict, to_dict
+    from engine.config.traces import read_trace
+    from engine.config.workload import build
 
     sc = load("real-traffic")
     twice = from_dict(apply_overrides(to_dict(sc), KNOBS["load"].overrides(sc, 2.0, None)))

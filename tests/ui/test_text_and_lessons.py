@@ -5,7 +5,7 @@ import re
 import pytest
 
 from engine import load, simulate
-from engine.scenario import SCENARIO_DIR, load_raw
+from engine.config.scenario import SCENARIO_DIR, load_raw
 from tests.live_links import live_links
 from ui import codec, lessons, text
 from ui.variants import baseline, has_remedies, remedies

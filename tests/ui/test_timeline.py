@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import load, simulate
-from engine.reasons import Reason
+from engine.core.reasons import Reason
 from ui import inversions, text, vocab
 from ui.fig_timeline import lane_positions, timeline
 
@@ -160,7 +160,7 @@ def test_the_story_names_who_got_in_ahead_and_the_holders():
 
 @pytest.mark.parametrize("name", ["default", "classic-inversion", "separate-replicas", "inheritance", "preempt"])
 def test_vectorised_overtakers_match_the_engine(name):
-    from engine.result import overtakers
+    from engine.sim.result import overtakers
 
     res = simulate(load(name))
     ids = res.episodes["request"].unique().tolist()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engine import ScenarioError, TraceError, from_dict, simulate, to_yaml
-from engine.scenario import load_raw
+from engine.config.scenario import load_raw
 from ui import uploads
 
 
@@ -18,10 +18,10 @@ def test_scenario_upload_round_trips_the_download():
 
 
 def test_a_shipped_scenario_file_uploads_without_its_story():
-    """A shipped file carries a `story:` section (what its runs show, engine.story); the scenario
+    """A shipped file carries a `story:` section (what its runs show, engine.sweeps.story); the scenario
     itself does not, so an upload of the file is the scenario, as loading it by name is."""
     from engine import load
-    from engine.scenario import SCENARIO_DIR
+    from engine.config.scenario import SCENARIO_DIR
 
     text = (SCENARIO_DIR / "default.yaml").read_bytes()
     assert b"story:" in text
@@ -223,7 +223,7 @@ def test_a_pasted_config_becomes_the_model_of_what_the_controls_show():
     import json
 
     from engine import load
-    from engine.scenario import to_dict
+    from engine.config.scenario import to_dict
     from tests.engine.hf_configs import DEEPSEEK_V2_LITE, DEEPSEEK_V3, LLAMA_31_70B
 
     current = to_dict(load("default", {"scheduler.policy": "priority"}))

@@ -3,7 +3,7 @@ every page reads them from there."""
 
 import re
 
-from engine.reasons import EXPLAIN, Reason
+from engine.core.reasons import EXPLAIN, Reason
 from ui import figures, text, vocab
 
 

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from engine import from_dict, simulate
-from engine.metrics import clean
-from engine.scenario import apply_overrides, load_raw
+from engine.config.scenario import apply_overrides, load_raw
+from engine.sim.metrics import clean
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases.json"

@@ -1,0 +1,3 @@
+"""What a run is given: the scenario schema and presets, GPU memory, models and step cost,
+workloads and traces, and reading untrusted input safely. Imports only `engine.core` besides itself.
+"""

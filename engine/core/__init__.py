@@ -1,0 +1,3 @@
+"""One engine's rules and state: the queue, running set, KV pool, prefix cache and requests, and
+the two rulebooks (vLLM's, SGLang's) that decide a step over them. Imports nothing else of the engine.
+"""

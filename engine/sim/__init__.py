@@ -1,0 +1,3 @@
+"""A run in time: replicas and their step loops, routing and the gateway, clocks, what is observed
+and recorded, the result frames; the checks before a run and the work it may take.
+"""
