@@ -5,6 +5,7 @@
                             # Debian's nginx if root; see README "Serving a room")
     python3 tasks.py test   # create .venv, install test requirements (+ chromium, nginx), run every test
                             # (+ the Ray tests in .venv-ray when CI=true or .venv-ray exists)
+    python3 tasks.py test --quick      # the edit loop: no browser, nothing marked slow, stop at the first failure
     python3 tasks.py test-ray          # create .venv-ray (Ray, ~285 MB) and run the Ray tests
     python3 tasks.py bench  # the speed benchmark (python -m engine bench)
     python3 tasks.py fidelity          # install vLLM 0.33.0 into .venv-vllm, re-record the corpus, compare
@@ -34,6 +35,12 @@ VLLM_PIN = "vllm==0.33.0"
 RAY_VENV = ROOT / ".venv-ray"  # Ray (~80 MB wheel, ~285 MB installed, ~15 s): never in .venv, the app's
 RAY_PY = RAY_VENV / "bin" / "python"
 RAY_TESTS = ["tests/engine/test_sweep_ray.py"]
+# The whole suite: the tests without a browser spread over the cores (pytest-xdist; each file stays
+# in one worker, so a module's fixtures are built once), then the browser tests one after another
+# (each drives a Streamlit server and Chromium, which already keep two cores busy).
+UNIT = ["-m", "not browser", "-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadfile"]
+BROWSER = ["-m", "browser"]
+QUICK = ["-m", "not slow and not browser", "-x", "-q", "-n", UNIT[3], "--dist", "loadfile"]
 
 
 def sh(*cmd: str, **kw) -> None:
@@ -169,8 +176,13 @@ def main(argv: list[str]) -> int:
             lint = subprocess.call([str(PY), "-m", "ruff", "check", "."], cwd=ROOT)
             if lint:
                 return lint
-        rc = subprocess.call([str(PY), "-m", "pytest", *argv[1:]], cwd=ROOT)
-        if not argv[1:] and (os.environ.get("CI") == "true" or RAY_PY.exists()):
+        if argv[1:2] == ["--quick"]:
+            return subprocess.call([str(PY), "-m", "pytest", *QUICK, *argv[2:]], cwd=ROOT)
+        if argv[1:]:
+            return subprocess.call([str(PY), "-m", "pytest", *argv[1:]], cwd=ROOT)
+        rc = subprocess.call([str(PY), "-m", "pytest", *UNIT], cwd=ROOT)
+        rc = subprocess.call([str(PY), "-m", "pytest", *BROWSER], cwd=ROOT) or rc
+        if os.environ.get("CI") == "true" or RAY_PY.exists():
             rc = test_ray([]) or rc  # CI always covers Ray; locally once .venv-ray exists
         return rc
     if cmd == "serve":

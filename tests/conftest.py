@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny hand-built workloads run through the public trace path."""
+"""Shared fixtures: tiny hand-built workloads run through the public trace path; and which tests
+the edit loop leaves out (`python3 tasks.py test --quick` skips what is marked `slow`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,28 @@ import pytest
 
 from engine import from_dict, simulate
 from engine.config.scenario import apply_overrides
+
+# Left out of the quick loop (marked `slow` here, in one list): what runs the app (AppTest), the
+# CLI or many seeds in subprocesses, the recorded vLLM corpus, fuzzing, and the golden cases' two
+# slower modes (the shipped mode stays: every rule still runs). Each took over ~15 s or the group
+# adds up to minutes; the whole suite (`python3 tasks.py test`) runs them all.
+SLOW = (
+    "tests/app/", "tests/fuzz/", "tests/fidelity/test_corpus.py", "tests/engine/test_story.py",
+    "tests/engine/test_fast_paths.py", "tests/engine/test_sweep_cli.py", "tests/engine/test_capacity.py",
+    "tests/engine/test_readme.py", "tests/engine/test_cli.py", "tests/engine/test_limits.py",
+    "tests/engine/test_queueing.py", "tests/ui/test_lesson_evidence.py", "tests/ui/test_pool.py",
+    "tests/ui/test_capacity_jobs.py", "tests/ui/test_links.py::test_fuzz",
+    "tests/engine/test_properties.py", "tests/engine/test_steplog.py::test_the_log_reads_back",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    slow = pytest.mark.slow
+    for item in items:
+        mode = getattr(item, "callspec", None) and item.callspec.params.get("mode")
+        if item.nodeid.startswith(SLOW) or item.nodeid.startswith("tests/engine/test_golden.py") and mode in (
+                "no-skip", "plain-loop"):
+            item.add_marker(slow)
 
 
 @pytest.fixture
