@@ -35,8 +35,8 @@ class RunTally:
     prompt needed at each KV wait (`kv_short` segments). `prompts`: prompt tokens of its measured
     requests. `holder_seconds`: lower class → seconds of KV waits during which one of its requests
     was the biggest holder; `holder_blocks`: lower class → blocks that holder held, one per wait.
-    `budget`, `kv_blocks`: the run's token budget per step and usable KV blocks per replica.
-    `policy`: the scheduling policy it ran."""
+    `budget`, `kv_blocks`, `block_size`: the run's token budget per step, usable KV blocks per
+    replica and tokens per block. `policy`: the scheduling policy it ran."""
 
     top: str
     priority: int
@@ -48,6 +48,7 @@ class RunTally:
     budget: int
     kv_blocks: int
     policy: str
+    block_size: int = 16
 
 
 def tally(result) -> RunTally:
@@ -76,7 +77,7 @@ def tally(result) -> RunTally:
     budget = device_batch_defaults(sc.scheduler, sc.hardware)[0].max_num_batched_tokens
     return RunTally(top, prio, seconds, need, prompts, holder_seconds,
                     {k: tuple(v) for k, v in holder_blocks.items()}, int(budget),
-                    int(result.memory.usable_blocks), str(sc.scheduler.policy))
+                    int(result.memory.usable_blocks), str(sc.scheduler.policy), int(result.memory.block_size))
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class Diagnosis:
     budget: int
     kv_blocks: int
     policy: str
+    block_size: int = 16
 
     def share(self, reason: str) -> float:
         e = self.shares.get(reason)
@@ -140,4 +142,4 @@ def diagnose(tallies: Sequence[RunTally]) -> Diagnosis:
     blocks = [b for t in tallies for b in t.holder_blocks.get(holder, ())] if holder else []
     return Diagnosis(first.top, first.priority, len(tallies), shares, wait,
                      _q([n for t in tallies for n in t.kv_need]), _q([p for t in tallies for p in t.prompts]),
-                     holder, _q(blocks), first.budget, first.kv_blocks, first.policy)
+                     holder, _q(blocks), first.budget, first.kv_blocks, first.policy, first.block_size)

@@ -7,8 +7,9 @@ same scenario (seeds s, s+1, …, s+N−1: the scenario's own seed and the next 
 - `RunSamples.of(result)`: the compact, picklable record of one run that the estimates need — per
   class the measured requests' values percentiles are taken over (TTFT, TPOT, end to end, queue
   wait, blocked), the counts (n, completed, rejected, shed, unfinished, within SLO) and the run's
-  summary, and the top class's waits by reason (`engine.diagnosis.tally`). It is what a worker process sends back for a page's N seeds (a few hundred kB at most
-  where the `Result` is tens of MB).
+  summary, and the top class's waits by reason (`engine.diagnosis.tally`). It is what a worker
+  process sends back for a page's N seeds (a few hundred kB at most where the `Result` is tens
+  of MB).
 - `Estimate`: `value` pooled over the seeds (the P99 of all N runs' requests together; attainment
   = Σ within SLO / Σ n; else the mean), `lo`–`hi` the range of the seeds' own values, `per_seed`,
   and `n`: the requests behind the pooled value and behind the thinnest seed.

@@ -22,9 +22,13 @@ and `--set` use), its size taken from the run (`engine.diagnosis`), never typed 
      percentile, rounded up to `BLOCK_STEP`): lower classes can then never take the blocks a
      P0 prompt of that size needs; at most half the cache;
    - when one lower class held the most KV while P0 waited (the "long low-priority holders"):
-     a cap on how many of its requests run at once (`classes.<holder>.caps.max_running`), as
-     many as fit beside one P0 prompt — (KV blocks − P0's need) ÷ the blocks one of them held
-     (90th percentile), at least 1.
+     if one of its requests held more than half a step's budget of tokens (90th percentile of
+     the blocks it held × block size), its prompts are split into pieces of half the budget
+     (`classes.<holder>.caps.max_prompt_tokens`, `over_cap: split`, submitted in sequence): a
+     piece never fills a step, and holds a fraction of the blocks the whole document did, so P0
+     finds room between pieces; otherwise — many shorter holders — a cap on how many of them
+     run at once (`classes.<holder>.caps.max_running`), as many as fit beside one P0 prompt:
+     (KV blocks − P0's need) ÷ the blocks one of them held, at least 1.
 4. **Several reasons** → every remedy above combined (overrides merged), as a candidate of its own.
 
 `max_seqs`, `class_cap`, `reserve` and `gateway` have no rule here: they are settings of the
@@ -47,8 +51,8 @@ NO_RULE = ("max_seqs", "class_cap", "reserve", "gateway")
 @dataclass(frozen=True)
 class Remedy:
     """A candidate: `parts` in the rule's order ("priority", "token_reserve", "kv_reserve",
-    "holder_cap"), `overrides` (dotted keys → values), `sizes` (part → tokens / blocks / running
-    requests; `holder`: the capped class) and `answers` (the wait reasons it answers)."""
+    "holder_split" or "holder_cap"), `overrides` (dotted keys → values), `sizes` (part → tokens /
+    blocks / running requests; `holder`: the capped class) and `answers` (the reasons it answers)."""
 
     parts: tuple[str, ...]
     overrides: dict[str, object]
@@ -94,9 +98,15 @@ def singles(d: Diagnosis) -> list[Remedy]:
         if blocks > 0:
             out.append(Remedy(("kv_reserve",), {"mitigations.p0_kv_reserve": blocks}, {"kv_reserve": blocks}, kv))
         if d.holder and d.holder_blocks:
-            running = max(1, (d.kv_blocks - d.kv_need) // d.holder_blocks)
-            out.append(Remedy(("holder_cap",), {f"classes.{d.holder}.caps.max_running": running},
-                              {"holder_cap": running, "holder": d.holder}, kv))
+            piece = d.budget // 2 // TOKEN_STEP * TOKEN_STEP
+            if d.holder_blocks * d.block_size > piece > 0:
+                out.append(Remedy(("holder_split",), {f"classes.{d.holder}.caps.max_prompt_tokens": piece,
+                                                      f"classes.{d.holder}.caps.over_cap": "split"},
+                                  {"holder_split": piece, "holder": d.holder}, kv))
+            else:
+                running = max(1, (d.kv_blocks - d.kv_need) // d.holder_blocks)
+                out.append(Remedy(("holder_cap",), {f"classes.{d.holder}.caps.max_running": running},
+                                  {"holder_cap": running, "holder": d.holder}, kv))
     return out
 
 

@@ -296,9 +296,16 @@ def show_recap(lab: Lab) -> None:
     st.plotly_chart(remedies_bars(t, 1.0), key="ws_recap_fig", theme=None, config={"displaylogo": False})
     st.dataframe(recap.shown(t), hide_index=True, width="stretch")
     st.markdown(_("**What each remedy costs, as capacity**"))
-    scs = recap.scenarios()  # searched in the background, over the sidebar's seeds per figure
-    capacity_live.show({_(label): sc for (label, _o), sc in zip(recap.REMEDIES, scs)}, _(recap.REMEDIES[0][0]),
-                       tuple(default_seeds(scs[0].seed, lab.seeds)), "ws_recap_capacity")
+    if st.toggle(_("Search every remedy's capacity"), key="ws_recap_cap",
+                 help=_("Eleven capacity searches in the background; the decision below searches only its own "
+                        "candidates'.")):
+        scs = recap.scenarios()  # searched in the background, over the sidebar's seeds per figure
+        capacity_live.show({_(label): sc for (label, _o), sc in zip(recap.REMEDIES, scs)}, _(recap.REMEDIES[0][0]),
+                           tuple(default_seeds(scs[0].seed, lab.seeds)), "ws_recap_capacity")
+    st.divider()
+    from .decision_view import panel
+
+    panel(lab)  # the workshop ends with a decision
     st.markdown(_("**Discuss**") + "\n" + "\n".join(f"{i}. {p}" for i, p in enumerate([
         _("Which remedies protect P0 without taking capacity from anyone? Which ones move the wait to P2?"),
         _("Which of them would you try first on your own traffic, and what would you measure before?"),

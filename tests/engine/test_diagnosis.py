@@ -48,24 +48,31 @@ def test_waits_only_on_the_budget_suggest_a_lendable_token_reserve_of_p0s_prompt
     assert capped[0].overrides["mitigations.p0_token_reserve"] == 4096  # never more than half the budget
 
 
-def test_kv_short_with_a_long_low_priority_holder_suggests_kv_remedies():
+def test_kv_short_with_a_long_low_priority_holder_suggests_a_kv_reserve_and_splitting_its_prompts():
     d = diagnose([run({"kv_short": 4.0}, kv_need=[150], holders={"P2": (4.0, [1600])}, kv_blocks=2073)])
     got = {r.key: r.overrides for r in suggest(d)}
+    split = {"classes.P2.caps.max_prompt_tokens": 4096, "classes.P2.caps.over_cap": "split"}  # half the budget
     assert got == {
         "kv_reserve": {"mitigations.p0_kv_reserve": 160},  # 150 blocks rounded up to 16s
-        # as many P2 as fit beside one P0 prompt: (2073 − 150) // 1600 = 1
-        "holder_cap": {"classes.P2.caps.max_running": 1},
-        "kv_reserve+holder_cap": {"mitigations.p0_kv_reserve": 160, "classes.P2.caps.max_running": 1},
+        "holder_split": split,  # one P2 held 1600 blocks × 16 tokens, far over half a step's 8192
+        "kv_reserve+holder_split": {"mitigations.p0_kv_reserve": 160, **split},
     }
 
 
+def test_kv_short_behind_many_shorter_holders_caps_how_many_of_them_run():
+    # P2 requests of 200 blocks (3,200 tokens: under half the budget) held the cache
+    d = diagnose([run({"kv_short": 4.0}, kv_need=[150], holders={"P2": (4.0, [200])}, kv_blocks=2073)])
+    # as many P2 as fit beside one P0 prompt: (2073 − 150) // 200 = 9
+    assert {r.key: r.overrides for r in suggest(d)}["holder_cap"] == {"classes.P2.caps.max_running": 9}
+
+
 def test_both_reasons_combine_every_remedy_and_a_small_reason_suggests_nothing():
-    d = diagnose([run({"kv_short": 3.0, "token_budget": 1.0}, kv_need=[100], holders={"P2": (3.0, [500])})])
+    d = diagnose([run({"kv_short": 3.0, "token_budget": 1.0}, kv_need=[100], holders={"P2": (3.0, [150])})])
     keys = [r.key for r in suggest(d)]
     assert keys == ["token_reserve", "kv_reserve", "holder_cap", "token_reserve+kv_reserve+holder_cap"]
     combined = suggest(d)[-1]
     assert combined.overrides == {"mitigations.p0_token_reserve": 1024, "mitigations.reserve_mode": "lendable",
-                                  "mitigations.p0_kv_reserve": 112, "classes.P2.caps.max_running": 3}
+                                  "mitigations.p0_kv_reserve": 112, "classes.P2.caps.max_running": 12}
     assert combined.answers == ("token_budget", "kv_short")
     tiny = SIGNIFICANT / 2
     assert [r.key for r in suggest(diagnose([run({"kv_short": 1 - tiny, "token_budget": tiny},
@@ -79,7 +86,7 @@ def test_fcfs_is_fixed_first_and_the_rest_read_the_diagnosis_under_priority():
     after = diagnose([run({"kv_short": 1.0, "token_budget": 1.0}, kv_need=[40], holders={"P2": (1.0, [800])})])
     got = suggest(before, after)
     assert [r.key for r in got] == ["priority", "priority+token_reserve", "priority+kv_reserve",
-                                    "priority+holder_cap", "priority+token_reserve+kv_reserve+holder_cap"]
+                                    "priority+holder_split", "priority+token_reserve+kv_reserve+holder_split"]
     assert all(r.overrides["scheduler.policy"] == "priority" for r in got)
     assert got[0].answers == ("head_of_line",)
 
