@@ -481,6 +481,7 @@ def test_recap_compares_every_remedy_on_the_same_traffic():
     assert set(table["GPUs"]) == {"1", "2"}
     assert at.get("plotly_chart")
     assert any("What each remedy costs, as capacity" in m.value for m in at.markdown)
+    at.toggle(key="ws_recap_cap").set_value(True).run()  # eleven searches: asked for, not by default
     assert any(c.value.startswith("Capacity: the largest scale of this traffic") for c in at.caption)
     capacity = at.dataframe[1].value  # one row per remedy, filled in as the background search settles
     assert len(capacity) == 11

@@ -4,7 +4,8 @@ from it to remedies (`engine.remedy_rule`), on hand-worked tallies and on real r
 import pytest
 
 from engine import load, simulate
-from engine.diagnosis import RunTally, diagnose, tally
+from engine.diagnosis import diagnose
+from engine.wait_tally import RunTally, tally
 from engine.evidence import RunSamples
 from engine.remedy_rule import SIGNIFICANT, suggest
 
