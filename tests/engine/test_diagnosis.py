@@ -5,9 +5,9 @@ import pytest
 
 from engine import load, simulate
 from engine.diagnosis import diagnose
-from engine.wait_tally import RunTally, tally
 from engine.evidence import RunSamples
 from engine.remedy_rule import SIGNIFICANT, suggest
+from engine.wait_tally import RunTally, tally
 
 
 def run(seconds, kv_need=(), prompts=(1000,), holders=None, policy="priority", budget=8192, kv_blocks=2000):
