@@ -74,6 +74,7 @@ class Progress:
     choice: Choice | None = None
     waiting: str = ""  # what is being run now ("" when nothing)
     failed: dict[int, str] = field(default_factory=dict)
+    error: str | None = None  # why the capacity search stopped
     final: bool = False
 
 
@@ -86,6 +87,7 @@ def progress(base_key: str, n: int) -> Progress:
     wish: list[str] = []
 
     def got(sc: Scenario) -> list[RunSamples] | None:
+        """Its seeds' runs once every one has finished or failed (failed ones left out), else None."""
         keys = list(seed_keys(sc, n))
         wish.extend(k for k in keys if k not in wish)
         pool.want(viewer(), wish)
@@ -95,17 +97,20 @@ def progress(base_key: str, n: int) -> Progress:
         return g.complete() if g.settled else None
 
     first = got(base)
-    if not first:
+    if first is None:
         p.waiting = _("the configuration as is")
+        return p
+    if not first:  # every seed failed: nothing to diagnose (the warning says why)
+        p.final = True
         return p
     p.before = diagnose([r.waits for r in first])
     fix = reorder(p.before)
     if fix is not None:
         again = got(from_dict(apply_overrides(to_dict(base), fix.overrides)))
-        if not again:
+        if again is None:
             p.waiting = _("the same traffic under priority, to diagnose it again")
             return p
-        p.after = diagnose([r.waits for r in again])
+        p.after = diagnose([r.waits for r in again]) if again else None
     p.remedies = suggest(p.before, p.after)
     if not p.remedies:
         p.final = True
@@ -120,10 +125,12 @@ def progress(base_key: str, n: int) -> Progress:
     from .capacity_live import jobs
 
     job = jobs().get(spec, viewer())
-    p.judged = judge(p.opts, have, job.view())
+    p.judged = judge(p.opts, {k: v for k, v in have.items() if v}, job.view())
     p.choice = choose(p.judged)
     if job.status == "running":
         p.waiting = _("capacity, in the background ({runs} runs so far)").format(runs=len(job.runs))
+    elif job.error:
+        p.error = job.error
     p.final = job.status != "running"
     return p
 
@@ -139,6 +146,8 @@ def _draw(base_key: str, n: int, polling: bool) -> None:
             seed, why = next(iter(p.failed.items()))
             st.warning(_("{k} seed(s) failed and are left out (seed {seed}: {why}).").format(
                 k=len(p.failed), seed=seed, why=plain(why)), icon=":material/error:")
+        if p.error:
+            st.warning(_("The capacity search stopped: {why}").format(why=plain(p.error)), icon=":material/error:")
         if p.before is not None:
             _diagnosis(p.before, p.seeds, _("**1. What {cls} waited on**, as the configuration is"))
         if p.after is not None:

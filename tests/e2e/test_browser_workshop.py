@@ -90,3 +90,17 @@ def test_the_chinese_ui_renders_and_the_switch_is_in_the_url(page, app_url, shot
     wait_idle(page)
     expect(main.get_by_role("heading", name="反转时间线")).to_be_visible()
     full_shot(page, shots / "zh_timeline.png")
+
+
+def test_the_recap_ends_with_a_decision_that_the_page_polls_in(page, app_url, shots):
+    """The decision's stages come in by the fragment's own polling (no click, no reload): the
+    diagnosis, the candidates and, once their capacities are searched, the decision and its figure."""
+    open_app(page, f"{app_url}/workshop?lesson=recap&seeds=2")
+    main = page.get_by_test_id("stMain")
+    expect(main.get_by_role("heading", name="Decide: from P0's waits to a remedy, its benefit and its cost")) \
+        .to_be_visible()
+    expect(main.get_by_text("Decision: priority policy + P2 prompts split at 4,096 tokens.")).to_be_visible(
+        timeout=240_000)
+    expect(main.get_by_text("What each remedy buys and what it costs")).to_be_visible()
+    expect(main.locator(".st-key-ws_decision_done")).to_be_visible()  # settled: the fragment stopped polling
+    full_shot(page, shots / "workshop_decision.png")
