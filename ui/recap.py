@@ -1,17 +1,24 @@
 """The workshop's recap: every remedy on the same traffic, side by side.
 
 Each remedy is a set of overrides on classic-inversion (the traffic of most lessons), labelled as
-the workshop named it; the table says what it did for P0 and what it cost P1, P2 and the machine.
-Pure: summaries in, a table out.
+the workshop named it; the table says what it did for P0 and what it cost P1, P2 and the machine,
+over N seeds (the scenario's and the next N − 1, as every page takes them): each percentile pools
+every seed's requests, with the seeds' min–max and "n < 100" where a seed had fewer (a recap is a
+conclusion: one run's P0 P99 rests on about 40 requests). Pure: `RunSamples` in, a table out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from engine.config.scenario import Scenario, load
+from engine.sweeps.evidence import RunSamples, attainment, percentile, run_figure
 
+from . import spread
 from .i18n import N_, _
+from .seeds import seed_keys
 from .text import percent, seconds
 
 TRAFFIC = "classic-inversion"
@@ -36,28 +43,37 @@ def scenarios() -> list[Scenario]:
     return [load(TRAFFIC, o) for _label, o in REMEDIES]
 
 
-def table(summaries: list[dict]) -> pd.DataFrame:
-    """One row per remedy: label, the numbers (for sorting and charts) and their shown text."""
+def keys(n: int) -> list[tuple[str, ...]]:
+    """Per remedy, the scenario keys of its N seeds."""
+    return [seed_keys(sc, n) for sc in scenarios()]
+
+
+def table(over: Sequence[Sequence[RunSamples]]) -> pd.DataFrame:
+    """One row per remedy (`over[i]`: its runs in seed order): label, the pooled numbers (for
+    sorting and charts), their estimates over the seeds (for the shown cells) and requests lost."""
     rows = []
-    for (label, _o), s in zip(REMEDIES, summaries):
-        c = s["classes"]
-        p0, p1, p2 = c["P0"], c["P1"], c["P2"]
+    for (label, _o), rs in zip(REMEDIES, over):
+        p0, p1, p2 = (percentile(rs, "P0", "ttft_s", 99), percentile(rs, "P1", "ttft_s", 99),
+                      percentile(rs, "P2", "e2e_s", 99))
+        served = run_figure(rs, "served_tok_s")
         rows.append({
-            "label": _(label), "p0_p99": p0["ttft_p99"], "p0_slo": p0["slo_attainment"],
-            "p1_p99": p1["ttft_p99"], "p2_e2e": p2["e2e_p99"], "throughput": s["served_tok_s"],
-            "gpus": s.get("gpus", 1), "lost": sum(int(k["rejected"]) + int(k["unfinished"]) for k in c.values()),
+            "label": _(label), "p0_p99": p0.value, "p0": p0, "p0_slo": attainment(rs, "P0"), "p1": p1, "p2": p2,
+            "throughput": served.value, "gpus": rs[0].summary.get("gpus", 1) if rs else 1,
+            "lost": sum(int(c.counts["rejected"]) + int(c.counts["unfinished"])
+                        for r in rs for c in r.classes.values()),
         })
     return pd.DataFrame(rows)
 
 
 def shown(t: pd.DataFrame) -> pd.DataFrame:
-    """The table as the page and the handout show it (translated headers, formatted numbers)."""
+    """The table as the page and the handout show it (translated headers, each figure pooled over
+    the seeds with their min–max in brackets; "Not served" summed over the seeds)."""
     return pd.DataFrame({
         _("Remedy"): t["label"],
-        _("P0 P99 TTFT"): [seconds(v) for v in t["p0_p99"]],
-        _("P0 SLO met"): [percent(v) for v in t["p0_slo"]],
-        _("P1 P99 TTFT"): [seconds(v) for v in t["p1_p99"]],
-        _("P2 P99 end to end"): [seconds(v) for v in t["p2_e2e"]],
+        _("P0 P99 TTFT"): [spread.cell(e, seconds) for e in t["p0"]],
+        _("P0 SLO met"): [spread.cell(e, percent) for e in t["p0_slo"]],
+        _("P1 P99 TTFT"): [spread.cell(e, seconds) for e in t["p1"]],
+        _("P2 P99 end to end"): [spread.cell(e, seconds) for e in t["p2"]],
         _("Served rate (tok/s)"): [f"{v:,.0f}" for v in t["throughput"]],
         _("GPUs"): t["gpus"].astype(str),
         _("Not served"): t["lost"].astype(str),

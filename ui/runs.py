@@ -123,11 +123,20 @@ def sweep_plan(sc_key: str, knob: str, values: tuple[float, ...], seeds: tuple[i
 
 def summaries(keys: list[str], purpose: str = "ws", timeout_s: float = 180.0) -> tuple[dict[str, dict], dict[str, str]]:
     """Summaries of many scenarios from the shared pool, waiting until all have finished (or the
-    timeout): the workshop's sweeps, the sizing aid and the recap. Runs any session already made
+    timeout): the workshop's sweeps, the sizing aid. Runs any session already made
     come back at once. A wish list of its own per purpose, so it never replaces a P99 sweep's."""
+    return _all_of(run_pool(), keys, purpose, timeout_s)
+
+
+def samples(keys: list[str], purpose: str = "ws", timeout_s: float = 180.0) -> tuple[dict[str, object], dict[str, str]]:
+    """As `summaries`, but each run's `RunSamples` from the page workers (figures over seeds: the
+    workshop's recap)."""
+    return _all_of(samples_pool(), keys, purpose, timeout_s)
+
+
+def _all_of(pool: RunPool, keys: list[str], purpose: str, timeout_s: float) -> tuple[dict, dict[str, str]]:
     import time
 
-    pool = run_pool()
     viewer = f"{viewer_id()}-{purpose}"
     keys = list(dict.fromkeys(keys))
     deadline = time.monotonic() + timeout_s

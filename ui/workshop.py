@@ -22,7 +22,9 @@ from .fig_workshop import remedies_bars
 from .i18n import _, language
 from .lab import Lab
 from .layout import header
+from .seeds import DEFAULT as DEFAULT_SEEDS
 from .sidebar import load_scenario, restore, share_url, snapshot
+from .spread import seed_list
 from .text import plain
 
 RECAP = "recap"
@@ -273,13 +275,15 @@ def _prompts(lesson: lessons.Lesson) -> None:
     st.markdown(_("**Discuss**") + "\n" + "\n".join(f"{i}. {p}" for i, p in enumerate(lesson.prompts, 1)))
 
 
-def recap_summaries() -> list[dict]:
-    keys = [sc.key() for sc in recap.scenarios()]
+def recap_runs(n: int) -> list[list]:
+    """Every remedy's N seeds (`RunSamples`, from the page workers; shared by every session)."""
+    per = recap.keys(n)
+    flat = [k for ks in per for k in ks]
     with st.spinner(_("Running every remedy on the same traffic…")):
-        done, failed = runs.summaries(keys, purpose="ws-recap")
-    if failed or len(done) < len(keys):
+        done, failed = runs.samples(flat, purpose="ws-recap")
+    if failed or len(done) < len(set(flat)):
         raise RuntimeError(next(iter(failed.values()), "timed out"))
-    return [done[k] for k in keys]
+    return [[done[k] for k in ks] for ks in per]
 
 
 def show_recap(lab: Lab) -> None:
@@ -288,17 +292,28 @@ def show_recap(lab: Lab) -> None:
     st.caption(_("Traffic: {name}. P0's SLO is 1 s. Cost columns: P1's P99 TTFT, P2's P99 end to end, the "
                  "served rate (the offered load when everything finishes, not a capacity) and GPUs; the capacity "
                  "each remedy leaves is below.").format(name=plain(_(title))))
+    st.caption(_("Over seeds {seeds}: each percentile pools every seed's requests, the seeds' min–max in brackets "
+                 "(“n < 100”: a seed had fewer requests, its P99 is about their maximum); SLO met: all seeds' "
+                 "requests within it / all; served rate: the mean; not served: over every seed.").format(
+        seeds=seed_list(default_seeds(recap.scenarios()[0].seed, lab.seeds))))
     try:
-        t = recap.table(recap_summaries())
+        t = recap.table(recap_runs(lab.seeds))
     except RuntimeError as err:
         st.warning(_("The recap could not run: {err}").format(err=plain(err)), icon=":material/error:")
         return
     st.plotly_chart(remedies_bars(t, 1.0), key="ws_recap_fig", theme=None, config={"displaylogo": False})
     st.dataframe(recap.shown(t), hide_index=True, width="stretch")
     st.markdown(_("**What each remedy costs, as capacity**"))
-    scs = recap.scenarios()  # searched in the background, over the sidebar's seeds per figure
-    capacity_live.show({_(label): sc for (label, _o), sc in zip(recap.REMEDIES, scs)}, _(recap.REMEDIES[0][0]),
-                       tuple(default_seeds(scs[0].seed, lab.seeds)), "ws_recap_capacity")
+    if st.toggle(_("Search every remedy's capacity"), key="ws_recap_cap",
+                 help=_("Eleven capacity searches in the background; the decision below searches only its own "
+                        "candidates'.")):
+        scs = recap.scenarios()  # searched in the background, over the sidebar's seeds per figure
+        capacity_live.show({_(label): sc for (label, _o), sc in zip(recap.REMEDIES, scs)}, _(recap.REMEDIES[0][0]),
+                           tuple(default_seeds(scs[0].seed, lab.seeds)), "ws_recap_capacity")
+    st.divider()
+    from .decision_view import panel
+
+    panel(lab)  # the workshop ends with a decision
     st.markdown(_("**Discuss**") + "\n" + "\n".join(f"{i}. {p}" for i, p in enumerate([
         _("Which remedies protect P0 without taking capacity from anyone? Which ones move the wait to P2?"),
         _("Which of them would you try first on your own traffic, and what would you measure before?"),
@@ -336,7 +351,7 @@ def _handout(stamp: tuple, lang: str, answers: bool = True) -> str:
     total = lessons.total_minutes(found, RECAP_MIN) + INTRO_MIN
     if not answers:
         return handout.document(sections, agenda(found), None, None, total, answers=False)
-    t = recap.table(recap_summaries())
+    t = recap.table(recap_runs(DEFAULT_SEEDS))  # the handout's recap: over the pages' default seeds
     return handout.document(sections, agenda(found), recap.shown(t), remedies_bars(t, 1.0), total)
 
 

@@ -7,8 +7,9 @@ same scenario (seeds s, s+1, …, s+N−1: the scenario's own seed and the next 
 - `RunSamples.of(result)`: the compact, picklable record of one run that the estimates need — per
   class the measured requests' values percentiles are taken over (TTFT, TPOT, end to end, queue
   wait, blocked), the counts (n, completed, rejected, shed, unfinished, within SLO) and the run's
-  summary. It is what a worker process sends back for a page's N seeds (a few hundred kB at most
-  where the `Result` is tens of MB).
+  summary, and the top class's waits by reason (`engine.sim.wait_tally`). It is what a worker
+  process sends back for a page's N seeds (a few hundred kB at most where the `Result` is tens
+  of MB).
 - `Estimate`: `value` pooled over the seeds (the P99 of all N runs' requests together; attainment
   = Σ within SLO / Σ n; else the mean), `lo`–`hi` the range of the seeds' own values, `per_seed`,
   and `n`: the requests behind the pooled value and behind the thinnest seed.
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..sim.metrics import ClassColumns, logical_requests, within_slo
+from ..sim.wait_tally import tally
 
 FEW = 100  # a percentile from fewer requests says so (a P99 of 40 requests is their maximum)
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "queue_wait_s", "blocked_s")  # what percentiles are taken over
@@ -70,6 +72,7 @@ class RunSamples:
     seed: int
     summary: dict
     classes: dict[str, ClassSamples]
+    waits: object | None = None  # the top class's waits by reason (`engine.sim.wait_tally.RunTally`)
 
     @classmethod
     def of(cls, result) -> RunSamples:
@@ -87,7 +90,7 @@ class RunSamples:
                       "within_slo": int(ok.sum()) if ok is not None else 0}
             finite = {k: np.ascontiguousarray(v[np.isfinite(v)], dtype=np.float64) for k, v in values.items()}
             out[name] = ClassSamples(int(sc.request_class(name).priority), finite, counts, ok is not None)
-        return cls(sc.name, int(sc.seed), result.summary, out)
+        return cls(sc.name, int(sc.seed), result.summary, out, tally(result))
 
     @property
     def class_names(self) -> list[str]:

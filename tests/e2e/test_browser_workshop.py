@@ -90,3 +90,19 @@ def test_the_chinese_ui_renders_and_the_switch_is_in_the_url(page, app_url, shot
     wait_idle(page)
     expect(main.get_by_role("heading", name="反转时间线")).to_be_visible()
     full_shot(page, shots / "zh_timeline.png")
+
+
+def test_the_recap_ends_with_a_decision_that_the_page_polls_in(page, app_url, shots):
+    """The decision's stages come in by the fragment's own polling (no click, no reload): the
+    diagnosis, the candidates and, once their capacities are searched, the decision and its figure."""
+    open_app(page, f"{app_url}/workshop?lesson=recap&seeds=2")
+    main = page.get_by_test_id("stMain")
+    expect(main.get_by_role("heading", name="Decide: from P0's waits to a remedy, its benefit and its cost")) \
+        .to_be_visible()
+    done = main.locator(".st-key-ws_decision_done")  # settled: every capacity in, the fragment stopped polling
+    expect(done).to_be_visible(timeout=300_000)
+    wait_idle(page)  # the fragment's last poll reruns the page once, to stop its timer
+    expect(done.get_by_text("Decision: priority policy + P2 prompts split at 4,096 tokens.")).to_have_count(1)
+    expect(done.get_by_text("Provisional", exact=False)).to_have_count(0)
+    expect(done.locator(".js-plotly-plot")).to_have_count(1)  # benefit against capacity
+    full_shot(page, shots / "workshop_decision.png")
