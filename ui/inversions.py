@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from engine import Result
+from engine.sim.result import overtakers_in
 
 from .i18n import _
 
@@ -43,44 +44,10 @@ def _own_need(res: Result, rows: pd.DataFrame) -> np.ndarray:
     return need
 
 
-def overtakers_of(episodes: pd.DataFrame, admissions: pd.DataFrame, ids) -> pd.DataFrame:
-    """`engine.sim.result.overtakers` for the timeline, vectorised: every admission of a less important
-    request in the same replica during [start, end) of one of these requests' episodes.
-
-    The engine's version filters the admissions once per episode, which takes seconds on an
-    overloaded 10k-request run (hundreds of thousands of one-step episodes); this one finds each
-    episode's admissions by binary search. A test checks both give the same rows.
-    """
-    ep = episodes[episodes["request"].isin(list(ids))]
-    cols = ["request", "overtaker", "overtaker_class", "overtaker_priority", "t_s", "overtaker_need_blocks",
-            "replica"]
-    parts = []
-    for rep, e in ep.groupby("replica", sort=True):
-        a = admissions[admissions["replica"] == rep].sort_values("t_s", kind="stable")
-        t = a["t_s"].to_numpy()
-        lo = np.searchsorted(t, e["start_s"].to_numpy(), "left")
-        hi = np.searchsorted(t, e["end_s"].to_numpy(), "left")
-        n = hi - lo
-        if not n.sum():
-            continue
-        which = np.repeat(np.arange(len(e)), n)
-        idx = np.repeat(lo, n) + np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-        keep = a["priority"].to_numpy()[idx] > e["priority"].to_numpy()[which]
-        which, idx = which[keep], idx[keep]
-        parts.append(pd.DataFrame({
-            "request": e["request"].to_numpy()[which], "overtaker": a["request"].to_numpy()[idx],
-            "overtaker_class": a["class"].astype(str).to_numpy()[idx],
-            "overtaker_priority": a["priority"].to_numpy()[idx], "t_s": t[idx],
-            "overtaker_need_blocks": a["need_blocks"].to_numpy()[idx], "replica": rep}))
-    if not parts:
-        return pd.DataFrame({c: [] for c in cols})
-    return pd.concat(parts, ignore_index=True).sort_values(["request", "t_s", "overtaker"], kind="stable")[cols] \
-        .reset_index(drop=True)
-
-
 def ahead(res: Result, ids) -> pd.DataFrame:
     """Lower-priority admissions during these requests' inversion episodes, with both needs."""
-    out = overtakers_of(res.episodes, res.admissions, ids)
+    ep = res.episodes
+    out = overtakers_in(ep[ep["request"].isin(list(ids))], res.admissions)
     if not len(out):
         return pd.DataFrame({c: [] for c in AHEAD_COLUMNS})
     out["need_blocks"] = _own_need(res, out)

@@ -207,22 +207,41 @@ def overtakers(res: Result, request_ids) -> pd.DataFrame:
 
     An episode is a run of consecutive steps of one replica in which the request waited and some
     less important request was admitted; every admission in those steps by a request of larger
-    priority number is an overtaker (DESIGN §1).
+    priority number is an overtaker (DESIGN §1). Rows by request, time, overtaker.
     """
-    ep = res.episodes_of(request_ids)
-    cols = ["request", "overtaker", "overtaker_class", "overtaker_priority", "t_s", "overtaker_need_blocks",
-            "replica"]
-    if not len(ep):
-        return pd.DataFrame({c: [] for c in cols})
-    adm = res.admissions
-    rows = []
-    for rid, prio, start, end, rep in zip(ep["request"].tolist(), ep["priority"].tolist(), ep["start_s"].tolist(),
-                                          ep["end_s"].tolist(), ep["replica"].tolist()):
-        m = adm[(adm["replica"] == rep) & (adm["t_s"] >= start) & (adm["t_s"] < end) & (adm["priority"] > prio)]
-        rows.append(pd.DataFrame({"request": rid, "overtaker": m["request"].to_numpy(),
-                                  "overtaker_class": m["class"].astype(str).to_numpy(),
-                                  "overtaker_priority": m["priority"].to_numpy(), "t_s": m["t_s"].to_numpy(),
-                                  "overtaker_need_blocks": m["need_blocks"].to_numpy(), "replica": rep}))
-    return pd.concat(rows, ignore_index=True)[cols]
+    return overtakers_in(res.episodes_of(request_ids), res.admissions)
+
+
+OVERTAKER_COLUMNS = ["request", "overtaker", "overtaker_class", "overtaker_priority", "t_s", "overtaker_need_blocks",
+                     "replica"]
+
+
+def overtakers_in(episodes: pd.DataFrame, admissions: pd.DataFrame) -> pd.DataFrame:
+    """`overtakers` of these episodes: every admission of a less important request in the same
+    replica during [start, end) of an episode. Each episode's admissions are found by binary search
+    in one pass per replica; filtering the admissions once per episode takes seconds on an
+    overloaded 10k-request run (hundreds of thousands of one-step episodes)."""
+    parts = []
+    for rep, e in episodes.groupby("replica", sort=True):
+        a = admissions[admissions["replica"] == rep].sort_values("t_s", kind="stable")
+        t = a["t_s"].to_numpy()
+        lo = np.searchsorted(t, e["start_s"].to_numpy(), "left")
+        hi = np.searchsorted(t, e["end_s"].to_numpy(), "left")
+        n = hi - lo
+        if not n.sum():
+            continue
+        which = np.repeat(np.arange(len(e)), n)
+        idx = np.repeat(lo, n) + np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+        keep = a["priority"].to_numpy()[idx] > e["priority"].to_numpy()[which]
+        which, idx = which[keep], idx[keep]
+        parts.append(pd.DataFrame({
+            "request": e["request"].to_numpy()[which], "overtaker": a["request"].to_numpy()[idx],
+            "overtaker_class": a["class"].astype(str).to_numpy()[idx],
+            "overtaker_priority": a["priority"].to_numpy()[idx], "t_s": t[idx],
+            "overtaker_need_blocks": a["need_blocks"].to_numpy()[idx], "replica": rep}))
+    if not parts:
+        return pd.DataFrame({c: [] for c in OVERTAKER_COLUMNS})
+    return pd.concat(parts, ignore_index=True).sort_values(["request", "t_s", "overtaker"], kind="stable")[
+        OVERTAKER_COLUMNS].reset_index(drop=True)
 
 

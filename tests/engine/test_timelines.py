@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 from timeline_helpers import row, waits_of
 
+from engine import load, simulate
 from engine.sim.result import overtakers
 
 # --- head-of-line stop vs backfill skip ------------------------------------------------------
@@ -536,3 +538,28 @@ def test_queue_limits_shed_requests_before_the_engine(simulate_case):
         assert knob in c.reason
         shed = (res.summary["shed"], res.summary["classes"]["P1"]["shed"], res.summary["classes"]["P0"]["shed"])
         assert shed == (1, 1, 0)
+
+
+def _per_episode(res, ids) -> pd.DataFrame:
+    """The definition, one episode at a time: the admissions of a less important request in the
+    same replica during [start, end) of each of these requests' episodes."""
+    ep, adm = res.episodes_of(ids), res.admissions
+    rows = []
+    for rid, prio, start, end, rep in zip(ep["request"], ep["priority"], ep["start_s"], ep["end_s"], ep["replica"]):
+        m = adm[(adm["replica"] == rep) & (adm["t_s"] >= start) & (adm["t_s"] < end) & (adm["priority"] > prio)]
+        rows += [(rid, o, str(c), t, n, rep)
+                 for o, c, t, n in zip(m["request"], m["class"], m["t_s"], m["need_blocks"])]
+    cols = ["request", "overtaker", "overtaker_class", "t_s", "overtaker_need_blocks", "replica"]
+    return pd.DataFrame(rows, columns=cols).sort_values(["request", "t_s", "overtaker"], kind="stable") \
+        .reset_index(drop=True)
+
+
+@pytest.mark.parametrize("name", ["default", "classic-inversion", "separate-replicas", "inheritance", "preempt"])
+def test_overtakers_are_the_admissions_during_each_episode(name):
+    """The binary-search pass gives exactly the per-episode definition (many episodes, several replicas)."""
+    res = simulate(load(name))
+    ids = res.episodes["request"].unique().tolist()
+    want = _per_episode(res, ids)
+    got = overtakers(res, ids)
+    assert len(got) == len(want) and (len(got) > 100 or name != "classic-inversion")
+    pd.testing.assert_frame_equal(got[list(want.columns)], want, check_dtype=False)

@@ -3,7 +3,6 @@ the per-class inversion strip, and the figure — on hand-built frames and on re
 
 import numpy as np
 import pandas as pd
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -156,22 +155,6 @@ def test_the_story_names_who_got_in_ahead_and_the_holders():
     assert "#0 lo (50 blocks)" in wait_line
     assert "Meanwhile 1 lower-priority request was admitted ahead of it" in wait_line
     assert "#2 lo at 2.50 s (needed 10 blocks; this one needed 40)" in wait_line
-
-
-@pytest.mark.parametrize("name", ["default", "classic-inversion", "separate-replicas", "inheritance", "preempt"])
-def test_vectorised_overtakers_match_the_engine(name):
-    from engine.sim.result import overtakers
-
-    res = simulate(load(name))
-    ids = res.episodes["request"].unique().tolist()
-    mine = inversions.overtakers_of(res.episodes, res.admissions, ids)
-    theirs = overtakers(res, ids)
-    key = ["request", "t_s", "overtaker"]
-    theirs = theirs.sort_values(key, kind="stable").reset_index(drop=True)
-    assert len(mine) == len(theirs) and (len(mine) > 100 or name != "classic-inversion")
-    pd.testing.assert_frame_equal(mine[key + ["overtaker_class", "overtaker_need_blocks", "replica"]],
-                                  theirs[key + ["overtaker_class", "overtaker_need_blocks", "replica"]],
-                                  check_dtype=False)
 
 
 @settings(max_examples=200, deadline=None)
