@@ -27,7 +27,7 @@ from typing import Any
 
 from engine import story as stories
 
-from .lessons import LESSON_DIR, slug_of
+from .lessons import LESSON_DIR, parse, slug_of
 
 FILE = LESSON_DIR / "evidence.json"
 SEEDS = 20
@@ -122,12 +122,61 @@ def of_lesson(slug: str, claims: tuple[dict, ...], data: Mapping | None = None) 
     return out
 
 
+def estimate_story(story: stories.Story, estimate: Mapping) -> stories.Story:
+    """A lesson's numeric prediction as a story of one claim whose verdicts carry the number over
+    the seeds: the metric of run `run` (its `value`), and for a ratio the same metric of run `over`
+    (its `ref`). The claim's operator is irrelevant; only the values are read."""
+    e = dict(estimate)
+    claim = ({"run": e["run"], "metric": e["metric"], "op": ">=", "other": e["over"], "factor": 1.0}
+             if "over" in e else {"run": e["run"], "metric": e["metric"], "op": ">=", "value": 0})
+    return stories.Story(f"{story.name}#estimate", story.scenario, story.runs, (claim,))
+
+
+def estimate_fingerprint(story: stories.Story, estimate: Mapping) -> str:
+    return fingerprint(stories.Story(story.name, story.scenario, story.runs, (dict(estimate),)))
+
+
+def band_of(a: stories.Audit, estimate: Mapping) -> dict:
+    """The estimate's values over the audit's seeds at the shipped load (×1), seed by seed (a ratio:
+    seed i of one run over seed i of the other, the same arrivals), and their min–max: the band a
+    prediction is scored against."""
+    values = []
+    for v in a.tallies[1.0][0].verdicts:
+        if "over" in estimate:
+            ok = isinstance(v.value, int | float) and isinstance(v.ref, int | float) and v.ref > 0
+            values.append(v.value / v.ref if ok else None)
+        else:
+            values.append(v.value if isinstance(v.value, int | float) else None)
+    got = [x for x in values if x is not None]
+    return {"estimate": dict(estimate), "fingerprint": estimate_fingerprint(a.story, estimate), "scale": 1.0,
+            "seeds": len(values), "values": values, "band": "min-max",
+            "min": min(got) if got else None, "max": max(got) if got else None,
+            "median": statistics.median(got) if got else None}
+
+
+def estimate_band(slug: str, estimate: Mapping | None, data: Mapping | None = None) -> dict | None:
+    """The band a lesson's numeric prediction is scored against (None when the audit does not hold
+    this estimate as written: the lesson changed since, or it has none)."""
+    if not estimate:
+        return None
+    entry = (data if data is not None else read()).get("lessons", {}).get(slug) or {}
+    band = entry.get("estimate")
+    if not band or band.get("estimate") != dict(estimate) or band.get("min") is None:
+        return None
+    return band
+
+
 def write(paths: list[Path], seeds: int = SEEDS, out: Path = FILE) -> dict:
-    """Audit the lessons at `paths` and write the file (sorted keys: a diff shows what moved)."""
-    lessons = [(slug_of(p), stories.of_lesson(p)) for p in paths]
-    audits = stories.audit([s for _slug_, s in lessons], seeds, SCALES)
+    """Audit the lessons at `paths` and write the file (sorted keys: a diff shows what moved).
+    Each lesson's numeric prediction runs in the same audit (identical runs run once)."""
+    lessons = [(slug_of(p), stories.of_lesson(p), parse(p).estimate) for p in paths]
+    extra = [(i, estimate_story(s, e), e) for i, (_slug, s, e) in enumerate(lessons) if e]
+    audits = stories.audit([s for _slug_, s, _e in lessons] + [s for _i, s, _e in extra], seeds, SCALES)
+    entries = {slug: summarize(a) for (slug, _s, _e), a in zip(lessons, audits)}
+    for (i, _s, e), a in zip(extra, audits[len(lessons):]):
+        entries[lessons[i][0]]["estimate"] = band_of(a, e)
     data = {"seeds": seeds, "scales": list(SCALES), "command": "python -m ui.lesson_evidence",
-            "lessons": {slug: summarize(a) for (slug, _s), a in zip(lessons, audits)}}
+            "lessons": entries}
     out.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return data
 
