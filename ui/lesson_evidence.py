@@ -203,6 +203,16 @@ def markdown(data: Mapping) -> str:
                 cells.append(f"{t['holds']}/{t['seeds']}" + (f" ({_num(v['median'])})" if v else ""))
             edge = " (edge)" if c["claim"].get("edge") else ""
             rows.append(f"| {slug} | `{c['text']}`{edge} | " + " | ".join(cells) + " |")
+    bands = [(slug, data["lessons"][slug].get("estimate")) for slug in
+             sorted(data["lessons"], key=lambda x: order.index(x) if x in order else len(order))]
+    bands = [(slug, b) for slug, b in bands if b and b.get("min") is not None]
+    if bands:
+        rows += ["", "| lesson | number to predict | seeds | min | median | max |", "|---|---|---|---|---|---|"]
+        for slug, b in bands:
+            e = b["estimate"]
+            what = f"{e['metric']} (run {e['run'] + 1})" + (f" / (run {e['over'] + 1})" if "over" in e else "")
+            rows.append(f"| {slug} | `{what}` | {b['seeds']} | " + " | ".join(
+                _num(b[k]) for k in ("min", "median", "max")) + " |")
     return "\n".join(rows)
 
 
