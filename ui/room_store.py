@@ -1,19 +1,22 @@
-"""Workshop rooms and the predictions made in them, in one SQLite file.
+"""Workshop rooms and the predictions made in them, in one database: a SQLite file by default.
 
 A room is what a presenter opens so that a workshop's participants' predictions (each lesson's
 multiple-choice answer and numeric estimate) reach the presenter's screen. `tasks.py serve` runs
 several Streamlit processes, and a room must outlive any of them (a restart, a crashed process),
-so the store is a database file, not process memory: SQLite from the standard library, in WAL mode
-(readers never wait for the writer), with a busy timeout, one short transaction per write, and a
+so the store is a database, not process memory: SQLite from the standard library, in WAL mode
+(readers never wait for the writer), with a busy timeout, one short transaction per call, and a
 new connection per call (safe from any thread or process). Where it lives:
 
 - `INVERSION_LAB_ROOM_DB`: a file path, or a URL `sqlite:///relative/path` / `sqlite:////abs/path`;
 - otherwise `rooms.sqlite` under `INVERSION_LAB_DATA_DIR` (default `.data/` in the repository).
 
-Only SQLite is spoken: a URL of another database (postgresql://…) is refused with a message; a
-room's traffic (30 people, a write every few minutes each) is far below what one SQLite file
-carries on the server's disk. Pure: no streamlit import. Everything stored is checked here (codes,
-ids, numbers), so no caller can put a malformed row in.
+Another database is an option: any other SQLAlchemy URL in `INVERSION_LAB_ROOM_DB`
+(`postgresql+psycopg://user@host/lab`) goes through SQLAlchemy Core, imported only then (`pip
+install sqlalchemy` and the database's driver; a clear message when they are missing). The SQL is
+the subset SQLite and PostgreSQL share (`ON CONFLICT` upserts, `DOUBLE PRECISION`). SQLite alone
+carries a room's traffic (30 people, a write every few minutes each); a server database is for
+hosts whose processes share no disk. Pure: no streamlit import. Everything stored is checked here
+(codes, ids, numbers), so no caller can put a malformed row in.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 ENV_DB = "INVERSION_LAB_ROOM_DB"
@@ -42,21 +45,12 @@ MAX_CHOICE = 50
 MAX_ABS = 1e12
 TIMEOUT_S = 10.0
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS rooms (
-    code TEXT PRIMARY KEY,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS predictions (
-    room TEXT NOT NULL REFERENCES rooms(code),
-    lesson TEXT NOT NULL,
-    participant TEXT NOT NULL,
-    choice INTEGER,
-    estimate REAL,
-    updated REAL NOT NULL,
-    PRIMARY KEY (room, lesson, participant)
-);
-"""
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS rooms (code VARCHAR(16) PRIMARY KEY, created DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS predictions (room VARCHAR(16) NOT NULL REFERENCES rooms(code), "
+    "lesson VARCHAR(64) NOT NULL, participant VARCHAR(16) NOT NULL, choice INTEGER, estimate DOUBLE PRECISION, "
+    "updated DOUBLE PRECISION NOT NULL, PRIMARY KEY (room, lesson, participant))",
+)
 
 
 class RoomError(ValueError):
@@ -79,24 +73,79 @@ def valid_participant(text: object) -> bool:
     return isinstance(text, str) and bool(PARTICIPANT.match(text))
 
 
-def path_from(spec: str) -> Path:
-    """A database file from `INVERSION_LAB_ROOM_DB`'s value: a path or a sqlite:/// URL."""
+def target_from(spec: str) -> Path | str:
+    """Where the store lives from `INVERSION_LAB_ROOM_DB`'s value: a file (a path, or a plain
+    sqlite:/// URL) or another database's SQLAlchemy URL (returned as given)."""
     if "://" not in spec:
         return Path(spec).expanduser()
     url = urlparse(spec)
     if url.scheme != "sqlite":
-        raise RoomError(f"{ENV_DB}: only SQLite is supported (a path, or sqlite:///path), not {url.scheme}://")
+        return spec
     if url.netloc:
         raise RoomError(f"{ENV_DB}: a sqlite URL has no host: sqlite:///relative or sqlite:////absolute")
     path = unquote(url.path)
     return Path(path[1:] if path.startswith("/") else path)
 
 
-def default_path() -> Path:
+def default_target() -> Path | str:
     spec = os.environ.get(ENV_DB, "").strip()
     if spec:
-        return path_from(spec)
+        return target_from(spec)
     return Path(os.environ.get(ENV_DIR) or DEFAULT_DIR) / "rooms.sqlite"
+
+
+class _SqliteFile:
+    """The standard library's sqlite3: a connection per call, autocommit (each statement its own
+    short transaction), WAL, a busy timeout."""
+
+    def __init__(self, path: Path):
+        self.where = str(path)
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._db() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+
+    def _db(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=TIMEOUT_S, isolation_level=None)
+        db.execute(f"PRAGMA busy_timeout={int(TIMEOUT_S * 1000)}")
+        return db
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[tuple], int]:
+        db = self._db()
+        try:
+            cur = db.execute(sql, dict(params or {}))
+            return [tuple(r) for r in cur.fetchall()], cur.rowcount
+        finally:
+            db.close()
+
+
+class _Alchemy:
+    """Any database SQLAlchemy speaks, through its Core (a pooled engine, a transaction per call)."""
+
+    def __init__(self, url: str):
+        try:
+            import sqlalchemy
+        except ImportError:
+            raise RoomError(f"{ENV_DB} names a database URL; that needs SQLAlchemy and the database's driver "
+                            "(pip install sqlalchemy psycopg), or give a file path for SQLite") from None
+        self._sa = sqlalchemy
+        self.where = sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+        self.engine = sqlalchemy.create_engine(url, pool_pre_ping=True)
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[tuple], int]:
+        with self.engine.begin() as conn:
+            res = conn.execute(self._sa.text(sql), dict(params or {}))
+            rows = [tuple(r) for r in res.fetchall()] if res.returns_rows else []
+            return rows, res.rowcount
+
+
+def _db_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:
+        return errors
+    return (*errors, SQLAlchemyError)
 
 
 @dataclass(frozen=True)
@@ -108,43 +157,45 @@ class Prediction:
 
 
 class RoomStore:
-    """Rooms and predictions in one SQLite file (created with its tables on first use)."""
+    """Rooms and predictions (the tables are created on first use). Any database failure is a
+    RoomError naming the database."""
 
-    def __init__(self, path: Path | str | None = None):
-        self.path = Path(path) if path is not None else default_path()
+    def __init__(self, target: Path | str | None = None):
+        target = default_target() if target is None else target
+        if isinstance(target, str):
+            target = target_from(target)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as db:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as err:
-            raise RoomError(f"cannot use the room database {self.path}: {err}") from None
+            self._db = _SqliteFile(target) if isinstance(target, Path) else _Alchemy(target)
+            for statement in SCHEMA:
+                self._db.run(statement)
+        except _db_errors() as err:
+            raise RoomError(f"cannot use the room database {target}: {err}") from None
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        """One connection, one transaction: committed on success, rolled back on error, then closed."""
-        db = sqlite3.connect(self.path, timeout=TIMEOUT_S, isolation_level=None)
+    @property
+    def where(self) -> str:
+        return self._db.where
+
+    def _run(self, sql: str, params: Mapping[str, Any] | None = None) -> tuple[list[tuple], int]:
         try:
-            db.execute(f"PRAGMA busy_timeout={int(TIMEOUT_S * 1000)}")
-            yield db
-        finally:
-            db.close()
+            return self._db.run(sql, params)
+        except _db_errors() as err:
+            raise RoomError(f"the room database {self.where} failed: {err}") from None
 
     def open_room(self) -> str:
         """A new room; its code (five characters, no look-alikes)."""
         for _attempt in range(20):
             code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LEN))
-            with self._connect() as db:
-                cur = db.execute("INSERT OR IGNORE INTO rooms (code, created) VALUES (?, ?)", (code, time.time()))
-                if cur.rowcount == 1:
-                    return code
+            _rows, n = self._run("INSERT INTO rooms (code, created) VALUES (:code, :t) ON CONFLICT (code) DO NOTHING",
+                                 {"code": code, "t": time.time()})
+            if n == 1:
+                return code
         raise RoomError("could not find a free room code")
 
     def exists(self, code: str) -> bool:
         if not isinstance(code, str) or not CODE.match(code):
             return False
-        with self._connect() as db:
-            return db.execute("SELECT 1 FROM rooms WHERE code = ?", (code,)).fetchone() is not None
+        rows, _n = self._run("SELECT 1 FROM rooms WHERE code = :code", {"code": code})
+        return bool(rows)
 
     def submit(self, code: str, lesson: str, participant: str, choice: int | None, estimate: float | None) -> None:
         """Store (or replace) one participant's prediction for one lesson of a room."""
@@ -163,25 +214,24 @@ class RoomStore:
             estimate = float(estimate)
             if not math.isfinite(estimate) or abs(estimate) > MAX_ABS:
                 raise RoomError("an estimate is a finite number")
-        with self._connect() as db:
-            db.execute(
-                "INSERT INTO predictions (room, lesson, participant, choice, estimate, updated) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (room, lesson, participant) DO UPDATE SET "
-                "choice = excluded.choice, estimate = excluded.estimate, updated = excluded.updated",
-                (code, lesson, participant, choice, estimate, time.time()))
+        self._run(
+            "INSERT INTO predictions (room, lesson, participant, choice, estimate, updated) "
+            "VALUES (:room, :lesson, :who, :choice, :estimate, :t) ON CONFLICT (room, lesson, participant) "
+            "DO UPDATE SET choice = excluded.choice, estimate = excluded.estimate, updated = excluded.updated",
+            {"room": code, "lesson": lesson, "who": participant, "choice": choice, "estimate": estimate,
+             "t": time.time()})
 
     def predictions(self, code: str, lesson: str) -> list[Prediction]:
         """Every participant's prediction for a lesson of a room (oldest first)."""
-        with self._connect() as db:
-            rows = db.execute("SELECT participant, choice, estimate, updated FROM predictions "
-                              "WHERE room = ? AND lesson = ? ORDER BY updated, participant", (code, lesson)).fetchall()
+        rows, _n = self._run("SELECT participant, choice, estimate, updated FROM predictions "
+                             "WHERE room = :room AND lesson = :lesson ORDER BY updated, participant",
+                             {"room": code, "lesson": lesson})
         return [Prediction(*r) for r in rows]
 
     def participants(self, code: str) -> int:
         """How many people have predicted anything in the room."""
-        with self._connect() as db:
-            return db.execute("SELECT COUNT(DISTINCT participant) FROM predictions WHERE room = ?",
-                              (code,)).fetchone()[0]
+        rows, _n = self._run("SELECT COUNT(DISTINCT participant) FROM predictions WHERE room = :room", {"room": code})
+        return int(rows[0][0])
 
 
 def choice_counts(preds: list[Prediction], n_options: int) -> list[int]:

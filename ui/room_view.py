@@ -37,10 +37,19 @@ def _store(path: str) -> room_store.RoomStore:
 def store() -> room_store.RoomStore | None:
     """The store (one per database file and process), or None with a warning when it cannot be used."""
     try:
-        return _store(str(room_store.default_path()))
+        return _store(str(room_store.default_target()))
     except room_store.RoomError as err:
         st.warning(_("Rooms are not available: {err}").format(err=plain(err)), icon=":material/error:")
         return None
+
+
+def _safe(call: Callable, default):
+    """A store call; on a database failure a warning and `default` (the page goes on)."""
+    try:
+        return call()
+    except room_store.RoomError as err:
+        st.warning(_("Rooms are not available: {err}").format(err=plain(err)), icon=":material/error:")
+        return default
 
 
 def resolve(lab) -> str | None:
@@ -51,7 +60,7 @@ def resolve(lab) -> str | None:
     if asked is not None:
         code = room_store.normalize_code(asked)
         s = store()
-        if code is None or s is None or not s.exists(code):
+        if code is None or s is None or not _safe(lambda: s.exists(code), False):
             lab.note([_("{key} = {value} is not an open room; the Workshop runs without one").format(
                 key=quoted(ROOM), value=quoted(asked))])
             del st.query_params[ROOM]
@@ -97,7 +106,12 @@ def _join() -> None:
     typed = ss.get("room_code", "")
     code = room_store.normalize_code(typed)
     s = store()
-    if code is None or s is None or not s.exists(code):
+    try:
+        found = code is not None and s is not None and s.exists(code)
+    except room_store.RoomError as err:
+        ss[SS_ERROR] = str(err)
+        return
+    if not found:
         ss[SS_ERROR] = _("{value} is not an open room (a code is {n} letters and digits)").format(
             value=quoted(typed), n=room_store.CODE_LEN)
         return
@@ -120,7 +134,7 @@ def bar(code: str | None, present: bool) -> None:
         if code is not None:
             c1, c2 = st.columns([5, 1.4], vertical_alignment="center")
             s = store()
-            n = s.participants(code) if s is not None else 0
+            n = _safe(lambda: s.participants(code), 0) if s is not None else 0
             if present:
                 c1.markdown(_("**Room {code}** · {n} participant(s) so far · participants open this link or type "
                               "the code:").format(code=code, n=n))
@@ -168,7 +182,7 @@ def live(code: str, slug: str, est: dict | None, band: dict | None, options: lis
         s = store()
         if s is None:
             return
-        preds = s.predictions(code, slug)
+        preds = _safe(lambda: s.predictions(code, slug), [])
         shown = answer()
         st.markdown(_("**The room's predictions** ({n} so far)").format(n=len(preds)))
         c1, c2 = st.columns(2)

@@ -121,3 +121,14 @@ def test_the_numeric_estimate_is_scored_without_a_room():
     assert not at.exception
     assert any("too high" in i.value for i in at.info)
     assert at.number_input(key="ws_est_primer").disabled  # fixed once revealed
+
+
+def test_a_room_database_it_cannot_use_is_a_warning_not_a_traceback(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv(room_store.ENV_DB, str(tmp_path / "file" / "rooms.sqlite"))
+    at = on_page(present="true", lesson="primer")
+    at.button(key="room_open").click().run()
+    assert not at.exception and "Rooms are not available" in notes(at)
+    assert "room" not in at.query_params
+    p = on_page(room="ABCDE")
+    assert not p.exception and "Rooms are not available" in notes(p)

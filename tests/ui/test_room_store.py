@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import sqlite3
+import sys
 import threading
 
 import pytest
 
 from ui import room_store
-from ui.room_store import RoomError, RoomStore, choice_counts, normalize_code, path_from
+from ui.room_store import RoomError, RoomStore, choice_counts, normalize_code, target_from
 
 PIDS = [f"{k:012x}" for k in range(1, 41)]
 
@@ -126,19 +127,51 @@ def test_thirty_processes_write_to_one_file(tmp_path):
     assert len(preds) == 30 and sorted(p.estimate for p in preds) == [float(k * 10 + 4) for k in range(30)]
 
 
-def test_where_the_file_is(tmp_path, monkeypatch):
-    assert path_from("/srv/rooms.sqlite").as_posix() == "/srv/rooms.sqlite"
-    assert path_from("sqlite:///data/rooms.db").as_posix() == "data/rooms.db"
-    assert path_from("sqlite:////srv/rooms.db").as_posix() == "/srv/rooms.db"
-    with pytest.raises(RoomError, match="only SQLite"):
-        path_from("postgresql://user@host/db")
+def test_where_the_database_is(tmp_path, monkeypatch):
+    assert target_from("/srv/rooms.sqlite").as_posix() == "/srv/rooms.sqlite"
+    assert target_from("sqlite:///data/rooms.db").as_posix() == "data/rooms.db"
+    assert target_from("sqlite:////srv/rooms.db").as_posix() == "/srv/rooms.db"
+    assert target_from("postgresql+psycopg://lab@db/lab") == "postgresql+psycopg://lab@db/lab"  # SQLAlchemy's
     with pytest.raises(RoomError, match="no host"):
-        path_from("sqlite://host/x.db")
+        target_from("sqlite://host/x.db")
     monkeypatch.setenv(room_store.ENV_DB, str(tmp_path / "a.sqlite"))
-    assert room_store.default_path() == tmp_path / "a.sqlite"
+    assert room_store.default_target() == tmp_path / "a.sqlite"
     monkeypatch.delenv(room_store.ENV_DB)
     monkeypatch.setenv(room_store.ENV_DIR, str(tmp_path / "d"))
-    assert room_store.default_path() == tmp_path / "d" / "rooms.sqlite"
+    assert room_store.default_target() == tmp_path / "d" / "rooms.sqlite"
+
+
+def test_a_database_url_goes_through_sqlalchemy(tmp_path):
+    """The option for a server database, exercised on SQLite through SQLAlchemy's own driver: the
+    same rooms, upserts, restart and concurrent writers."""
+    pytest.importorskip("sqlalchemy")
+    url = f"sqlite+pysqlite:///{tmp_path / 'sa.db'}"
+    store = RoomStore(url)
+    assert type(store._db).__name__ == "_Alchemy"
+    code = store.open_room()
+    threads = [threading.Thread(target=store.submit, args=(code, "primer", PIDS[k], k % 3, float(k)))
+               for k in range(30)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    store.submit(code, "primer", PIDS[0], 2, 99.0)
+    again = RoomStore(url)  # a restart
+    preds = {p.participant: p for p in again.predictions(code, "primer")}
+    assert len(preds) == 30 and (preds[PIDS[0]].choice, preds[PIDS[0]].estimate) == (2, 99.0)
+    assert again.participants(code) == 30 and again.exists(code)
+
+
+def test_a_database_url_without_its_library_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)
+    with pytest.raises(RoomError, match="needs SQLAlchemy"):
+        RoomStore("postgresql+psycopg://lab@db/lab")
+
+
+def test_an_unreachable_database_is_a_clear_error():
+    pytest.importorskip("sqlalchemy")
+    with pytest.raises(RoomError, match="cannot use the room database"):
+        RoomStore("postgresql+nosuchdriver://lab@127.0.0.1:1/lab")
 
 
 def test_a_database_it_cannot_use_is_a_clear_error(tmp_path):
