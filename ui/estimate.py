@@ -110,3 +110,20 @@ def band_words(estimate: Mapping, band: Mapping) -> str:
     return _("Over {n} seeds it lay between {lo} and {hi} (median {median}).").format(
         n=band["seeds"], lo=shown(estimate, band["min"]), hi=shown(estimate, band["max"]),
         median=shown(estimate, band["median"]))
+
+
+def curve_points(curve: Mapping, bands: Mapping, typed: Sequence[float | None]) -> list[dict]:
+    """Each drawn point against its band: {at, guess, lo, hi, median, score (None: not drawn)}."""
+    out = []
+    for v, b, g in zip(curve["at"], bands["points"], typed):
+        out.append({"at": v, "guess": g, "lo": b["min"], "hi": b["max"], "median": b["median"],
+                    "score": score(float(g), b["min"], b["max"]) if g is not None else None})
+    return out
+
+
+def curve_words(points: Sequence[Mapping], seeds: int) -> str:
+    """How many drawn points fell inside their band, in one sentence."""
+    drawn = [p for p in points if p["score"] is not None]
+    inside = sum(p["score"].inside for p in drawn)
+    return _("Your curve: {k} of {n} points inside the band of {seeds} seeds.").format(
+        k=inside, n=len(drawn), seeds=seeds)

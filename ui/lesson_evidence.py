@@ -166,6 +166,47 @@ def estimate_band(slug: str, estimate: Mapping | None, data: Mapping | None = No
     return band
 
 
+def curve_story(story: stories.Story, chart: Mapping, curve: Mapping) -> stories.Story:
+    """A sweep lesson's curve as a story: one run per point (the sweep chart's run with the knob
+    set to the point's value, as the chart's sweep sets it) and one claim per run whose verdicts
+    carry the metric over the seeds."""
+    from engine.scenario import load
+
+    from .sweeps import KNOBS
+
+    k = int(chart.get("run", 0))
+    label, base = story.runs[k]
+    sc = load(story.scenario, base)
+    knob = KNOBS[chart["knob"]]
+    runs = tuple((f"{chart['knob']}={v:g}", {**base, **knob.overrides(sc, float(v), chart.get("cls"))})
+                 for v in curve["at"])
+    claims = tuple({"run": i, "metric": curve["metric"], "op": ">=", "value": 0} for i in range(len(runs)))
+    return stories.Story(f"{story.name}#curve", story.scenario, runs, claims)
+
+
+def curve_bands_of(a: stories.Audit, curve: Mapping, knob: str) -> dict:
+    """Each point's values over the seeds at ×1 and their min–max (the band a drawn point is scored against)."""
+    points = []
+    for v, tally in zip(curve["at"], a.tallies[1.0]):
+        values = [x.value if isinstance(x.value, int | float) else None for x in tally.verdicts]
+        got = [x for x in values if x is not None]
+        points.append({"at": v, "values": values, "min": min(got) if got else None,
+                       "max": max(got) if got else None, "median": statistics.median(got) if got else None})
+    return {"curve": dict(curve), "knob": knob, "fingerprint": fingerprint(a.story), "scale": 1.0, "band": "min-max",
+            "seeds": len(a.seeds), "points": points}
+
+
+def curve_bands(slug: str, curve: Mapping | None, data: Mapping | None = None) -> dict | None:
+    """The bands of a lesson's curve as the audit holds them (None if it does not hold this curve)."""
+    if not curve:
+        return None
+    entry = (data if data is not None else read()).get("lessons", {}).get(slug) or {}
+    got = entry.get("curve")
+    if not got or got.get("curve") != dict(curve) or any(p["min"] is None for p in got["points"]):
+        return None
+    return got
+
+
 def write(paths: list[Path], seeds: int = SEEDS, out: Path = FILE) -> dict:
     """Audit the lessons at `paths` and write the file (sorted keys: a diff shows what moved).
     Each lesson's numeric prediction runs in the same audit (identical runs run once)."""
@@ -175,6 +216,12 @@ def write(paths: list[Path], seeds: int = SEEDS, out: Path = FILE) -> dict:
     entries = {slug: summarize(a) for (slug, _s, _e), a in zip(lessons, audits)}
     for (i, _s, e), a in zip(extra, audits[len(lessons):]):
         entries[lessons[i][0]]["estimate"] = band_of(a, e)
+    parsed = [parse(p) for p in paths]
+    curves = [(i, curve_story(s, parsed[i].chart, parsed[i].curve), parsed[i].curve)
+              for i, (_slug, s, _e) in enumerate(lessons) if parsed[i].curve]
+    if curves:  # the shipped load only: a point's band is what the page scores
+        for (i, _s, c), a in zip(curves, stories.audit([s for _i, s, _c in curves], seeds, (1.0,))):
+            entries[lessons[i][0]]["curve"] = curve_bands_of(a, c, parsed[i].chart["knob"])
     data = {"seeds": seeds, "scales": list(SCALES), "command": "python -m ui.lesson_evidence",
             "lessons": entries}
     out.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -213,6 +260,12 @@ def markdown(data: Mapping) -> str:
             what = f"{e['metric']} (run {e['run'] + 1})" + (f" / (run {e['over'] + 1})" if "over" in e else "")
             rows.append(f"| {slug} | `{what}` | {b['seeds']} | " + " | ".join(
                 _num(b[k]) for k in ("min", "median", "max")) + " |")
+            curve = data["lessons"][slug].get("curve")
+            for pt in (curve or {}).get("points", []):
+                if pt.get("min") is not None:
+                    rows.append(f"| {slug} | `{curve['curve']['metric']} at {curve['knob']}="
+                                f"{pt['at']:g}` (curve) | {curve['seeds']} | "
+                                + " | ".join(_num(pt[k]) for k in ("min", "median", "max")) + " |")
     return "\n".join(rows)
 
 

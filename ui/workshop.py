@@ -202,6 +202,8 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
                             step=0.1, format="%g", key=f"ws_est_{base.slug}", disabled=ran,
                             placeholder=_("a number; scored against {n} seeds after the reveal").format(
                                 n=lesson_evidence.SEEDS))
+        if base.curve is not None:
+            _curve_inputs(base, ran)
         c1, c2 = st.columns(2)
         c1.button(_("Run"), key=f"ws_run_{base.slug}", icon=":material/play_arrow:", type="primary", width="stretch",
                   disabled=guess is None and not ran and not present, on_click=_run, args=(base, room, present),
@@ -229,11 +231,14 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
                    icon=":material/check_circle:")
     else:
         st.info(_("The simulation says: **{answer}**").format(answer=right), icon=":material/lightbulb:")
-    fig = lesson_charts.figure(base, scs, results, labels, _sweep_done(base))
+    done = _sweep_done(base)
+    fig = lesson_charts.figure(base, scs, results, labels, done)
     st.plotly_chart(fig, key=f"ws_fig_{base.slug}", theme=None, config={"displaylogo": False})
     st.markdown(lessons.fill(lesson.reveal, results))
     if est is not None:
         _estimate_score(base, est, band, results)
+    if base.curve is not None:
+        _curve_score(base, scs, done)
     if room is not None and present:
         value = estimates.actual(est, results) if est is not None else None
         room_view.live(room, base.slug, est, band, list(lesson.options), lambda: (base.answer, value))
@@ -254,6 +259,48 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
         panel(lab)
     if lesson.prompts:  # after the reveal, in presenter mode too: a prompt may name the answer
         _prompts(lesson)
+
+
+def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
+    """"Draw your curve": one number per point of the sweep, before the reveal."""
+    from .sweeps import KNOBS
+
+    knob = KNOBS[base.chart["knob"]]
+    st.markdown(_("**Draw your curve:** {metric} (s) at these values of the {knob} ({unit})").format(
+        metric=lessons.metric_label(base.curve["metric"]), knob=_(knob.label).lower() if language() == "en"
+        else _(knob.label), unit=_(knob.unit)))
+    cols = st.columns(len(base.curve["at"]))
+    for i, (col, v) in enumerate(zip(cols, base.curve["at"])):
+        col.number_input(f"{v:,g}", min_value=0.0, max_value=1e6, value=None, step=0.1, format="%g",
+                         key=f"ws_curve_{base.slug}_{i}", disabled=ran)
+
+
+def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
+    """The drawn curve against each point's seed band, with the run shown, as words and a figure."""
+    from .fig_curve import curve_figure
+    from .sweeps import KNOBS, frame
+
+    bands = lesson_evidence.curve_bands(base.slug, base.curve)
+    if bands is None:
+        st.caption(_("*Not in the seed audit yet (the lesson changed since it ran).*"))
+        return
+    ss = st.session_state
+    typed = [ss.get(f"ws_curve_{base.slug}_{i}") for i in range(len(base.curve["at"]))]
+    points = estimates.curve_points(base.curve, bands, typed)
+    cls = base.curve["metric"].split(".", 1)[0]
+    table = frame(lesson_charts.sweep_plan(base), done)
+    mine = table[(table["class"] == cls)]
+    shown = []
+    for v in base.curve["at"]:
+        hit = mine[mine["value"] == float(v)]["ttft_p99"]
+        shown.append(float(hit.iloc[0]) if len(hit) else None)
+    knob = KNOBS[base.chart["knob"]]
+    if all(g is None for g in typed):  # nothing drawn (presenter mode runs without): the chart above says it
+        return
+    st.markdown(estimates.curve_words(points, bands["seeds"]))
+    st.plotly_chart(curve_figure(points, shown, f"{_(knob.label)} ({_(knob.unit)})",
+                                 _("{metric} (s)").format(metric=lessons.metric_label(base.curve["metric"]))),
+                    key=f"ws_curve_fig_{base.slug}", theme=None, config={"displaylogo": False})
 
 
 def _estimate_score(base: lessons.Lesson, est: dict, band: dict | None, results) -> None:

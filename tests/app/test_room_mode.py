@@ -132,3 +132,20 @@ def test_a_room_database_it_cannot_use_is_a_warning_not_a_traceback(tmp_path, mo
     assert "room" not in at.query_params
     p = on_page(room="ABCDE")
     assert not p.exception and "Rooms are not available" in notes(p)
+
+
+def test_draw_your_curve_on_the_sweep_lesson():
+    """The sweep lesson asks for P0's P99 at a few reserves before the reveal and scores each point."""
+    slug = "reserve-when-budget-binds"
+    at = on_page(lesson=slug)
+    at.radio(key=f"ws_q_{slug}").set_value(0)
+    for i, v in enumerate([1.0, 0.7, 50.0, 0.35]):
+        at.number_input(key=f"ws_curve_{slug}_{i}").set_value(v)
+    at.run()
+    at.button(key=f"ws_run_{slug}").click().run()
+    assert not at.exception
+    words = [m.value for m in at.markdown if m.value.startswith("Your curve:")]
+    assert words and "of 4 points inside the band of 20 seeds" in words[0] and not words[0].startswith(
+        "Your curve: 4 of")  # 50 s at a 2048-token reserve is far outside it
+    assert at.number_input(key=f"ws_curve_{slug}_0").disabled
+    assert len(at.get("plotly_chart")) == 2  # the sweep, and the drawn curve over the bands

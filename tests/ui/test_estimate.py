@@ -78,3 +78,50 @@ def test_the_band_holds_the_run_shown(slug):
     value = est.actual(lesson.estimate, results)
     assert value == pytest.approx(band["values"][0])
     assert band["min"] <= value <= band["max"]
+
+
+SWEEP = {"kind": "sweep", "knob": "reserve", "run": 0, "values": [0, 512, 1024, 2048]}
+
+
+@pytest.mark.parametrize("raw, chart", [
+    ({"metric": "P0.ttft_p99", "at": [0, 1024]}, {"kind": "bars"}),
+    ({"metric": "P0.ttft_p99", "at": [0, 999]}, SWEEP),
+    ({"metric": "P0.ttft_p99", "at": [0]}, SWEEP),
+    ({"metric": "served_tok_s", "at": [0, 1024]}, SWEEP),
+    ({"metric": "P0.ttft_p99", "at": [0, 1024], "extra": 1}, SWEEP),
+])
+def test_a_malformed_curve_is_refused(raw, chart):
+    with pytest.raises(ValueError, match="curve"):
+        lessons._curve(raw, chart)
+
+
+def test_the_curve_is_scored_point_by_point():
+    curve = {"metric": "P0.ttft_p99", "at": [0, 1024, 2048]}
+    bands = {"points": [{"min": 0.8, "max": 1.0, "median": 0.9}, {"min": 0.6, "max": 0.8, "median": 0.7},
+                        {"min": 0.4, "max": 0.5, "median": 0.45}]}
+    pts = est.curve_points(curve, bands, [0.9, 2.4, None])
+    assert [p["score"].side if p["score"] else None for p in pts] == ["inside", "high", None]
+    assert pts[1]["score"].factor == pytest.approx(3.0)
+    assert est.curve_words(pts, 20) == "Your curve: 1 of 2 points inside the band of 20 seeds."
+
+
+def test_every_curve_is_the_sweeps_own_points_and_in_the_audit():
+    """A drawn point is scored against the runs the chart's sweep makes at that value (the same
+    scenario, seed for seed), and the audit holds the lesson's curve as it is now."""
+    from ui.lesson_charts import sweep_plan
+
+    curved = [x for x in LESSONS if x.curve]
+    assert curved, "at least one sweep lesson draws a curve"
+    for lesson in curved:
+        story = lesson_evidence.curve_story(stories.of_lesson(PATHS[lesson.slug]), lesson.chart, lesson.curve)
+        seed = stories.seeds_of(story, 1)[0]
+        keys = {v: k for v, _s, k in sweep_plan(lesson).points}
+        assert [stories.scenario_key(story, i, seed, 1.0) for i in range(len(story.runs))] == \
+            [keys[float(v)] for v in lesson.curve["at"]]
+        bands = lesson_evidence.curve_bands(lesson.slug, lesson.curve, DATA)
+        assert bands is not None, f"{lesson.slug}: run python -m ui.lesson_evidence"
+        assert bands["fingerprint"] == lesson_evidence.fingerprint(story) and bands["seeds"] >= 20
+        assert [p["at"] for p in bands["points"]] == lesson.curve["at"]
+        for p in bands["points"]:
+            got = [v for v in p["values"] if v is not None]
+            assert len(got) == bands["seeds"] and p["min"] == min(got) <= p["median"] <= p["max"] == max(got)

@@ -35,3 +35,19 @@ def test_the_answer_is_marked_once_revealed():
     after = choices_bars([3, 0, 7], ["a", "b", "c"], 2)
     assert list(before.data[0].x) == [3, 0, 7] and len(set(before.data[0].marker.color)) == 1
     assert after.data[0].marker.color[2] != after.data[0].marker.color[0]
+
+
+def test_the_curve_figure_has_the_band_the_run_and_the_drawn_points():
+    from ui.estimate import curve_points
+    from ui.fig_curve import curve_figure
+
+    curve = {"metric": "P0.ttft_p99", "at": [0, 1024, 2048]}
+    bands = {"points": [{"min": 0.8, "max": 1.0, "median": 0.9}, {"min": 0.6, "max": 0.8, "median": 0.7},
+                        {"min": 0.4, "max": 0.5, "median": 0.45}]}
+    fig = curve_figure(curve_points(curve, bands, [1.2, None, 0.3]), [0.85, 0.7, None], "reserve", "P0 P99 (s)")
+    names = [t.name for t in fig.data]
+    assert "your curve" in names and "the run shown" in names and "seed band (min–max)" in names
+    yours = fig.data[names.index("your curve")]
+    assert list(yours.x) == [0, 2048] and list(yours.y) == [1.2, 0.3]  # the point not drawn is left out
+    lo = fig.data[names.index("seed band (min–max)")]
+    assert list(lo.y) == [0.8, 0.6, 0.4] and lo.fill == "tonexty"
