@@ -98,7 +98,7 @@ def _open() -> None:
     try:
         st.session_state[SS_ROOM] = s.open_room()
     except room_store.RoomError as err:
-        st.session_state[SS_ERROR] = str(err)
+        st.session_state[SS_ERROR] = plain(err)  # (made inert here: the message is shown as Markdown)
 
 
 def _join() -> None:
@@ -109,7 +109,7 @@ def _join() -> None:
     try:
         found = code is not None and s is not None and s.exists(code)
     except room_store.RoomError as err:
-        ss[SS_ERROR] = str(err)
+        ss[SS_ERROR] = plain(err)
         return
     if not found:
         ss[SS_ERROR] = _("{value} is not an open room (a code is {n} letters and digits)").format(
@@ -155,7 +155,7 @@ def bar(code: str | None, present: bool) -> None:
                           placeholder="ABCDE")
             c2.button(_("Join"), key="room_join", icon=":material/login:", width="stretch", on_click=_join)
         if err := ss.pop(SS_ERROR, None):
-            st.warning(plain(err), icon=":material/error:")
+            st.warning(err, icon=":material/error:")  # inert already (plain, quoted)
 
 
 def submit(code: str, slug: str, choice: int | None, estimate: float | None) -> str | None:
