@@ -3,10 +3,11 @@ surviving a restart, refusing malformed input, and safe under many concurrent wr
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import sqlite3
+import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -108,21 +109,27 @@ def test_thirty_threads_write_at_once_and_nothing_is_lost(store):
         assert sorted(p.estimate for p in preds) == [float(k) for k in range(30)]
 
 
-def _process_writer(args) -> int:
-    path, code, k = args
-    s = RoomStore(path)  # each process opens the file itself, as each server process does
-    for n in range(5):
-        s.submit(code, "no-alarm", PIDS[k], n % 4, float(k * 10 + n))
-    return k
+WRITER = """
+import sys
+from ui.room_store import RoomStore
+path, code, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = RoomStore(path)  # each process opens the file itself, as each server process does
+for n in range(5):
+    s.submit(code, "no-alarm", f"{k + 1:012x}", n % 4, float(k * 10 + n))
+"""
 
 
 def test_thirty_processes_write_to_one_file(tmp_path):
-    """What `tasks.py serve` does: several server processes write one room's file at once."""
+    """What `tasks.py serve` does: several server processes write one room's file at once. (Plain
+    interpreters, not a multiprocessing pool: after an AppTest, `__main__` is Streamlit's script
+    and spawned pool workers would die on start.)"""
     path = tmp_path / "rooms.sqlite"
     code = RoomStore(path).open_room()
-    with mp.get_context("spawn").Pool(6) as pool:
-        done = pool.map(_process_writer, [(str(path), code, k) for k in range(30)])
-    assert sorted(done) == list(range(30))
+    root = Path(__file__).resolve().parents[2]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), code, str(k)], cwd=root,
+                              stderr=subprocess.PIPE, text=True) for k in range(30)]
+    errors = [err for p in procs if (err := p.communicate(timeout=120)[1]) or p.returncode]
+    assert not errors, errors[:3]
     preds = RoomStore(path).predictions(code, "no-alarm")
     assert len(preds) == 30 and sorted(p.estimate for p in preds) == [float(k * 10 + 4) for k in range(30)]
 
