@@ -27,7 +27,7 @@ from typing import Any
 
 from engine.sweeps import story as stories
 
-from .lessons import LESSON_DIR, slug_of
+from .lessons import LESSON_DIR, parse, slug_of
 
 FILE = LESSON_DIR / "evidence.json"
 SEEDS = 20
@@ -122,12 +122,108 @@ def of_lesson(slug: str, claims: tuple[dict, ...], data: Mapping | None = None) 
     return out
 
 
+def estimate_story(story: stories.Story, estimate: Mapping) -> stories.Story:
+    """A lesson's numeric prediction as a story of one claim whose verdicts carry the number over
+    the seeds: the metric of run `run` (its `value`), and for a ratio the same metric of run `over`
+    (its `ref`). The claim's operator is irrelevant; only the values are read."""
+    e = dict(estimate)
+    claim = ({"run": e["run"], "metric": e["metric"], "op": ">=", "other": e["over"], "factor": 1.0}
+             if "over" in e else {"run": e["run"], "metric": e["metric"], "op": ">=", "value": 0})
+    return stories.Story(f"{story.name}#estimate", story.scenario, story.runs, (claim,))
+
+
+def estimate_fingerprint(story: stories.Story, estimate: Mapping) -> str:
+    return fingerprint(stories.Story(story.name, story.scenario, story.runs, (dict(estimate),)))
+
+
+def band_of(a: stories.Audit, estimate: Mapping) -> dict:
+    """The estimate's values over the audit's seeds at the shipped load (×1), seed by seed (a ratio:
+    seed i of one run over seed i of the other, the same arrivals), and their min–max: the band a
+    prediction is scored against."""
+    values = []
+    for v in a.tallies[1.0][0].verdicts:
+        if "over" in estimate:
+            ok = isinstance(v.value, int | float) and isinstance(v.ref, int | float) and v.ref > 0
+            values.append(v.value / v.ref if ok else None)
+        else:
+            values.append(v.value if isinstance(v.value, int | float) else None)
+    got = [x for x in values if x is not None]
+    return {"estimate": dict(estimate), "fingerprint": estimate_fingerprint(a.story, estimate), "scale": 1.0,
+            "seeds": len(values), "values": values, "band": "min-max",
+            "min": min(got) if got else None, "max": max(got) if got else None,
+            "median": statistics.median(got) if got else None}
+
+
+def estimate_band(slug: str, estimate: Mapping | None, data: Mapping | None = None) -> dict | None:
+    """The band a lesson's numeric prediction is scored against (None when the audit does not hold
+    this estimate as written: the lesson changed since, or it has none)."""
+    if not estimate:
+        return None
+    entry = (data if data is not None else read()).get("lessons", {}).get(slug) or {}
+    band = entry.get("estimate")
+    if not band or band.get("estimate") != dict(estimate) or band.get("min") is None:
+        return None
+    return band
+
+
+def curve_story(story: stories.Story, chart: Mapping, curve: Mapping) -> stories.Story:
+    """A sweep lesson's curve as a story: one run per point (the sweep chart's run with the knob
+    set to the point's value, as the chart's sweep sets it) and one claim per run whose verdicts
+    carry the metric over the seeds."""
+    from engine.config.scenario import load
+
+    from .sweeps import KNOBS
+
+    k = int(chart.get("run", 0))
+    label, base = story.runs[k]
+    sc = load(story.scenario, base)
+    knob = KNOBS[chart["knob"]]
+    runs = tuple((f"{chart['knob']}={v:g}", {**base, **knob.overrides(sc, float(v), chart.get("cls"))})
+                 for v in curve["at"])
+    claims = tuple({"run": i, "metric": curve["metric"], "op": ">=", "value": 0} for i in range(len(runs)))
+    return stories.Story(f"{story.name}#curve", story.scenario, runs, claims)
+
+
+def curve_bands_of(a: stories.Audit, curve: Mapping, knob: str) -> dict:
+    """Each point's values over the seeds at ×1 and their min–max (the band a drawn point is scored against)."""
+    points = []
+    for v, tally in zip(curve["at"], a.tallies[1.0]):
+        values = [x.value if isinstance(x.value, int | float) else None for x in tally.verdicts]
+        got = [x for x in values if x is not None]
+        points.append({"at": v, "values": values, "min": min(got) if got else None,
+                       "max": max(got) if got else None, "median": statistics.median(got) if got else None})
+    return {"curve": dict(curve), "knob": knob, "fingerprint": fingerprint(a.story), "scale": 1.0, "band": "min-max",
+            "seeds": len(a.seeds), "points": points}
+
+
+def curve_bands(slug: str, curve: Mapping | None, data: Mapping | None = None) -> dict | None:
+    """The bands of a lesson's curve as the audit holds them (None if it does not hold this curve)."""
+    if not curve:
+        return None
+    entry = (data if data is not None else read()).get("lessons", {}).get(slug) or {}
+    got = entry.get("curve")
+    if not got or got.get("curve") != dict(curve) or any(p["min"] is None for p in got["points"]):
+        return None
+    return got
+
+
 def write(paths: list[Path], seeds: int = SEEDS, out: Path = FILE) -> dict:
-    """Audit the lessons at `paths` and write the file (sorted keys: a diff shows what moved)."""
-    lessons = [(slug_of(p), stories.of_lesson(p)) for p in paths]
-    audits = stories.audit([s for _slug_, s in lessons], seeds, SCALES)
+    """Audit the lessons at `paths` and write the file (sorted keys: a diff shows what moved).
+    Each lesson's numeric prediction runs in the same audit (identical runs run once)."""
+    lessons = [(slug_of(p), stories.of_lesson(p), parse(p).estimate) for p in paths]
+    extra = [(i, estimate_story(s, e), e) for i, (_slug, s, e) in enumerate(lessons) if e]
+    audits = stories.audit([s for _slug_, s, _e in lessons] + [s for _i, s, _e in extra], seeds, SCALES)
+    entries = {slug: summarize(a) for (slug, _s, _e), a in zip(lessons, audits)}
+    for (i, _s, e), a in zip(extra, audits[len(lessons):]):
+        entries[lessons[i][0]]["estimate"] = band_of(a, e)
+    parsed = [parse(p) for p in paths]
+    curves = [(i, curve_story(s, parsed[i].chart, parsed[i].curve), parsed[i].curve)
+              for i, (_slug, s, _e) in enumerate(lessons) if parsed[i].curve]
+    if curves:  # the shipped load only: a point's band is what the page scores
+        for (i, _s, c), a in zip(curves, stories.audit([s for _i, s, _c in curves], seeds, (1.0,))):
+            entries[lessons[i][0]]["curve"] = curve_bands_of(a, c, parsed[i].chart["knob"])
     data = {"seeds": seeds, "scales": list(SCALES), "command": "python -m ui.lesson_evidence",
-            "lessons": {slug: summarize(a) for (slug, _s), a in zip(lessons, audits)}}
+            "lessons": entries}
     out.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return data
 
@@ -154,6 +250,22 @@ def markdown(data: Mapping) -> str:
                 cells.append(f"{t['holds']}/{t['seeds']}" + (f" ({_num(v['median'])})" if v else ""))
             edge = " (edge)" if c["claim"].get("edge") else ""
             rows.append(f"| {slug} | `{c['text']}`{edge} | " + " | ".join(cells) + " |")
+    bands = [(slug, data["lessons"][slug].get("estimate")) for slug in
+             sorted(data["lessons"], key=lambda x: order.index(x) if x in order else len(order))]
+    bands = [(slug, b) for slug, b in bands if b and b.get("min") is not None]
+    if bands:
+        rows += ["", "| lesson | number to predict | seeds | min | median | max |", "|---|---|---|---|---|---|"]
+        for slug, b in bands:
+            e = b["estimate"]
+            what = f"{e['metric']} (run {e['run'] + 1})" + (f" / (run {e['over'] + 1})" if "over" in e else "")
+            rows.append(f"| {slug} | `{what}` | {b['seeds']} | " + " | ".join(
+                _num(b[k]) for k in ("min", "median", "max")) + " |")
+            curve = data["lessons"][slug].get("curve")
+            for pt in (curve or {}).get("points", []):
+                if pt.get("min") is not None:
+                    rows.append(f"| {slug} | `{curve['curve']['metric']} at {curve['knob']}="
+                                f"{pt['at']:g}` (curve) | {curve['seeds']} | "
+                                + " | ".join(_num(pt[k]) for k in ("min", "median", "max")) + " |")
     return "\n".join(rows)
 
 

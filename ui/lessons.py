@@ -53,6 +53,8 @@ class Lesson:
     article: dict | None = None  # {metric, runs: [a, b], says}: the article's illustrative number
     sizing: bool = False  # offer the reserve-sizing aid
     edge: str = ""  # why a claim marked `edge: true` is on an edge (engine.sweeps.story)
+    estimate: dict | None = None  # {run, metric[, over]}: the number to predict before the reveal (ui.estimate)
+    curve: dict | None = None  # {metric, at: [knob values]}: "draw your curve" on a sweep chart (ui.estimate)
 
     def scenarios(self) -> list[Scenario]:
         return [load(self.scenario, o) for _label, o in self.runs]
@@ -82,7 +84,8 @@ def parse(path: Path) -> Lesson:
         minutes=int(h.get("minutes", 5)), goal=folded(h.get("goal", "")),
         prompts=tuple(folded(p) for p in h.get("prompts") or ()), chart=chart,
         show=tuple(h.get("show") or ()), article=h.get("article"), sizing=bool(h.get("sizing", False)),
-        edge=folded(h.get("edge", "")),
+        edge=folded(h.get("edge", "")), estimate=_estimate(h.get("estimate"), len(h["runs"])),
+        curve=_curve(h.get("curve"), chart),
     )
     if not 0 <= lesson.answer < len(lesson.options):
         raise ValueError("answer is not one of the options")
@@ -92,6 +95,42 @@ def parse(path: Path) -> Lesson:
         if any(r is not None and not 1 <= int(r) <= len(lesson.runs) for r in m.groups()[1:]):
             raise ValueError(f"reveal: {m.group(0)} names a run the lesson does not have (1..{len(lesson.runs)})")
     return lesson
+
+
+ESTIMATE_KEYS = {"run", "metric", "over"}
+
+
+def _estimate(raw, n_runs: int) -> dict | None:
+    """The lesson's numeric prediction as written (`{run, metric}` or `{run, metric, over}` for a
+    ratio of run `run` to run `over`), or ValueError naming what is wrong."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - ESTIMATE_KEYS or not {"run", "metric"} <= set(raw):
+        raise ValueError("estimate must be {run, metric} or {run, metric, over}")
+    if not isinstance(raw["metric"], str) or not raw["metric"]:
+        raise ValueError("estimate: metric must be a name such as P0.ttft_p99")
+    for key in ("run", "over"):
+        if key in raw and not (isinstance(raw[key], int) and 0 <= raw[key] < n_runs):
+            raise ValueError(f"estimate: {key} = {raw[key]!r} is not a run (0..{n_runs - 1})")
+    if raw.get("over") == raw["run"]:
+        raise ValueError("estimate: a ratio needs two different runs")
+    return dict(raw)
+
+
+def _curve(raw, chart: dict) -> dict | None:
+    """A sweep lesson's curve to draw: a class's P99 TTFT at a few of the sweep's values, or ValueError."""
+    if raw is None:
+        return None
+    if chart.get("kind") != "sweep":
+        raise ValueError("curve: only a lesson with a sweep chart draws a curve")
+    if not isinstance(raw, dict) or set(raw) != {"metric", "at"}:
+        raise ValueError("curve must be {metric, at: [values of the sweep]}")
+    if not isinstance(raw["metric"], str) or not raw["metric"].endswith(".ttft_p99"):
+        raise ValueError("curve: metric is a class's P99 TTFT (P0.ttft_p99)")
+    at = raw["at"]
+    if not isinstance(at, list) or not 2 <= len(at) <= 6 or any(v not in chart.get("values", []) for v in at):
+        raise ValueError("curve: at lists 2 to 6 of the sweep chart's values")
+    return {"metric": raw["metric"], "at": list(at)}
 
 
 def localized(lesson: Lesson) -> Lesson:

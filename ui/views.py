@@ -19,7 +19,7 @@ VIEW_KEYS: dict[str, frozenset[str]] = {
     "p99": frozenset({"sw_knob", "sw_cls", "sw_from", "sw_to", "sw_pts"}),
     "timeline": frozenset({"tl_show", "tl_cls", "tl_from", "tl_to", "tl_req"}),
     "compare": frozenset({"cmp_n"} | {f"c{i}_{f}" for i in COMPARE_SLOTS for f in CONFIG_FIELDS}),
-    "workshop": frozenset({"lesson", "present"}),
+    "workshop": frozenset({"lesson", "present", "room", "you"}),  # room, you: ui.room_view
     "story": frozenset({"st_seeds"}),  # ui.story_view
 }
 

@@ -17,7 +17,8 @@ import streamlit as st
 from engine.config.scenario import load_shipped
 from engine.sweeps.evidence import default_seeds
 
-from . import capacity_live, handout, lesson_charts, lesson_evidence, lessons, recap, runs, views, viewstate
+from . import capacity_live, handout, lesson_charts, lesson_evidence, lessons, recap, room_view, runs, views, viewstate
+from . import estimate as estimates
 from .fig_workshop import remedies_bars
 from .i18n import _, language
 from .lab import Lab
@@ -133,13 +134,15 @@ def page(lab: Lab) -> None:
                          "prediction."))
     viewstate.publish(params, defaults)
     present = ss[PRESENT]
+    room = room_view.resolve(lab)
+    room_view.bar(room, present)
     if present:
         with st.expander(_("Agenda: {total} minutes").format(total=total), icon=":material/schedule:", expanded=False):
             st.dataframe(agenda(found), hide_index=True, width="stretch")
     if lesson is None:
         show_recap(lab)
     else:
-        show_lesson(lab, lesson, number[slug], at[slug], present)
+        show_lesson(lab, lesson, number[slug], at[slug], present, room)
     _share_box(lab)
     st.divider()
     handout_button(found)
@@ -168,7 +171,19 @@ def _sweep_done(lesson: lessons.Lesson) -> dict[str, dict]:
     return done
 
 
-def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: bool) -> None:
+def _run(base: lessons.Lesson, room: str | None, present: bool) -> None:
+    """on_click of Run: the reveal opens; in a room a participant's prediction is stored first."""
+    ss = st.session_state
+    ss[f"ws_ran_{base.slug}"] = True
+    if room is None or present:
+        return
+    typed = ss.get(f"ws_est_{base.slug}")
+    value = estimates.from_input(base.estimate, typed) if base.estimate and typed is not None else None
+    err = room_view.submit(room, base.slug, ss.get(f"ws_q_{base.slug}"), value)
+    ss[f"ws_sent_{base.slug}"] = err or ""
+
+
+def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: bool, room: str | None = None) -> None:
     lesson = lessons.localized(base)
     ss = st.session_state
     st.subheader(f"{n}. {lesson.title}")
@@ -177,20 +192,39 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     st.info(_("**Goal:** {goal}").format(goal=lesson.goal), icon=":material/flag:")
     _sidebar_note(lab, base)
     st.markdown(lesson.body)
+    labels = [label for label, _o in lesson.runs]
+    est = base.estimate
+    ran_key = f"ws_ran_{base.slug}"
+    ran = ss.get(ran_key, False)
     with st.container(border=True):
         guess = st.radio(_("**Predict:** {q}").format(q=lesson.question), range(len(lesson.options)),
                          format_func=lambda i: lesson.options[i], index=None, key=f"ws_q_{base.slug}")
-        ran_key = f"ws_ran_{base.slug}"
-        ran = ss.get(ran_key, False)
+        if est is not None:
+            st.number_input(estimates.question(est, labels), min_value=0.0, max_value=1e9, value=None,
+                            step=0.1, format="%g", key=f"ws_est_{base.slug}", disabled=ran,
+                            placeholder=_("a number; scored against {n} seeds after the reveal").format(
+                                n=lesson_evidence.SEEDS))
+        if base.curve is not None:
+            _curve_inputs(base, ran)
         c1, c2 = st.columns(2)
         c1.button(_("Run"), key=f"ws_run_{base.slug}", icon=":material/play_arrow:", type="primary", width="stretch",
-                  disabled=guess is None and not ran and not present, on_click=ss.__setitem__, args=(ran_key, True),
+                  disabled=guess is None and not ran and not present, on_click=_run, args=(base, room, present),
                   help=_("Make a prediction first") if guess is None and not present else None)
         c2.button(_("Load this lesson's scenario"), key=f"ws_load2_{base.slug}", icon=":material/input:",
                   width="stretch", on_click=_load, args=(base,),
                   help=_("Sets the sidebar to this lesson's last configuration, to explore further; "
                          "“Back to your scenario” puts yours back"))
+    sent = ss.get(f"ws_sent_{base.slug}")
+    if room is not None and not present and sent is not None:
+        if sent:
+            st.warning(_("Your prediction could not be sent to the room: {err}").format(err=plain(sent)),
+                       icon=":material/error:")
+        else:
+            st.caption(_("Your prediction is in room {code}.").format(code=room))
+    band = lesson_evidence.estimate_band(base.slug, est)
     if not ran:
+        if room is not None and present:
+            room_view.live(room, base.slug, est, band, list(lesson.options), lambda: None)
         return
     scs, results = _results(base)
     right = lesson.options[lesson.answer]
@@ -199,10 +233,17 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
                    icon=":material/check_circle:")
     else:
         st.info(_("The simulation says: **{answer}**").format(answer=right), icon=":material/lightbulb:")
-    labels = [label for label, _o in lesson.runs]
-    fig = lesson_charts.figure(base, scs, results, labels, _sweep_done(base))
+    done = _sweep_done(base)
+    fig = lesson_charts.figure(base, scs, results, labels, done)
     st.plotly_chart(fig, key=f"ws_fig_{base.slug}", theme=None, config={"displaylogo": False})
     st.markdown(lessons.fill(lesson.reveal, results))
+    if est is not None:
+        _estimate_score(base, est, band, results)
+    if base.curve is not None:
+        _curve_score(base, scs, done)
+    if room is not None and present:
+        value = estimates.actual(est, results) if est is not None else None
+        room_view.live(room, base.slug, est, band, list(lesson.options), lambda: (base.answer, value))
     st.table(lessons.reveal_table(lesson, results))  # static, cells wrap: four runs' columns fit at 1280 px
     if lesson.article:
         article_note(lesson, results)
@@ -220,6 +261,65 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
         panel(lab)
     if lesson.prompts:  # after the reveal, in presenter mode too: a prompt may name the answer
         _prompts(lesson)
+
+
+def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
+    """"Draw your curve": one number per point of the sweep, before the reveal."""
+    from .sweeps import KNOBS
+
+    knob = KNOBS[base.chart["knob"]]
+    st.markdown(_("**Draw your curve:** {metric} (s) at these values of the {knob} ({unit})").format(
+        metric=lessons.metric_label(base.curve["metric"]), knob=_(knob.label).lower() if language() == "en"
+        else _(knob.label), unit=_(knob.unit)))
+    cols = st.columns(len(base.curve["at"]))
+    for i, (col, v) in enumerate(zip(cols, base.curve["at"])):
+        col.number_input(f"{v:,g}", min_value=0.0, max_value=1e6, value=None, step=0.1, format="%g",
+                         key=f"ws_curve_{base.slug}_{i}", disabled=ran)
+
+
+def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
+    """The drawn curve against each point's seed band, with the run shown, as words and a figure."""
+    from .fig_curve import curve_figure
+    from .sweeps import KNOBS, frame
+
+    bands = lesson_evidence.curve_bands(base.slug, base.curve)
+    if bands is None:
+        st.caption(_("*Not in the seed audit yet (the lesson changed since it ran).*"))
+        return
+    ss = st.session_state
+    typed = [ss.get(f"ws_curve_{base.slug}_{i}") for i in range(len(base.curve["at"]))]
+    points = estimates.curve_points(base.curve, bands, typed)
+    cls = base.curve["metric"].split(".", 1)[0]
+    table = frame(lesson_charts.sweep_plan(base), done)
+    mine = table[(table["class"] == cls)]
+    shown = []
+    for v in base.curve["at"]:
+        hit = mine[mine["value"] == float(v)]["ttft_p99"]
+        shown.append(float(hit.iloc[0]) if len(hit) else None)
+    knob = KNOBS[base.chart["knob"]]
+    if all(g is None for g in typed):  # nothing drawn (presenter mode runs without): the chart above says it
+        return
+    st.markdown(estimates.curve_words(points, bands["seeds"]))
+    st.plotly_chart(curve_figure(points, shown, f"{_(knob.label)} ({_(knob.unit)})",
+                                 _("{metric} (s)").format(metric=lessons.metric_label(base.curve["metric"]))),
+                    key=f"ws_curve_fig_{base.slug}", theme=None, config={"displaylogo": False})
+
+
+def _estimate_score(base: lessons.Lesson, est: dict, band: dict | None, results) -> None:
+    """The numeric prediction against the seed band, and the value on the run shown."""
+    typed = st.session_state.get(f"ws_est_{base.slug}")
+    here = _("On the run shown: {value}.").format(value=estimates.shown(est, estimates.actual(est, results)))
+    if band is None:
+        st.caption(here + " " + _("*Not in the seed audit yet (the lesson changed since it ran).*"))
+        return
+    if typed is None:
+        st.caption(here + " " + estimates.band_words(est, band))
+        return
+    text = estimates.words(est, estimates.from_input(est, typed), band) + " " + here
+    if estimates.score(estimates.from_input(est, typed), band["min"], band["max"]).inside:
+        st.success(text, icon=":material/target:")
+    else:
+        st.info(text, icon=":material/straighten:")
 
 
 def claim_lines(base: lessons.Lesson, results, labels: list[str]) -> list[str]:

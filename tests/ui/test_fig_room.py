@@ -1,0 +1,53 @@
+"""The presenter's live figures: the room's estimates over the seed band, the answers' counts."""
+
+from __future__ import annotations
+
+import math
+
+from ui.fig_room import choices_bars, estimates_histogram
+
+
+def test_the_histogram_counts_every_estimate_and_draws_the_band():
+    values = [1.0, 1.1, 1.2, 2.0, 2.5, 3.0, 3.0, 4.0, 5.0, 6.0]
+    fig = estimates_histogram(values, 2.0, 4.0, 2.6, "s")
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert sum(bars[0].y) == len(values)
+    band = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(band) == 1 and (band[0].x0, band[0].x1) == (2.0, 4.0)
+    assert any(s.type == "line" and s.x0 == 2.6 for s in fig.layout.shapes)
+    assert "10" in fig.layout.title.text
+
+
+def test_wild_guesses_go_on_a_log_axis():
+    fig = estimates_histogram([0.5, 1.0, 2.0, 50.0], 1.5, 3.0, 2.0, "×")
+    band = [s for s in fig.layout.shapes if s.type == "rect"][0]
+    assert math.isclose(band.x0, math.log10(1.5)) and math.isclose(band.x1, math.log10(3.0))
+    assert sum(fig.data[0].y) == 4 and fig.layout.xaxis.tickvals
+
+
+def test_no_estimates_and_no_band_yet():
+    fig = estimates_histogram([], None, None, None, "s")
+    assert not fig.data and not fig.layout.shapes
+
+
+def test_the_answer_is_marked_once_revealed():
+    before = choices_bars([3, 0, 7], ["a", "b", "c"], None)
+    after = choices_bars([3, 0, 7], ["a", "b", "c"], 2)
+    assert list(before.data[0].x) == [3, 0, 7] and len(set(before.data[0].marker.color)) == 1
+    assert after.data[0].marker.color[2] != after.data[0].marker.color[0]
+
+
+def test_the_curve_figure_has_the_band_the_run_and_the_drawn_points():
+    from ui.estimate import curve_points
+    from ui.fig_curve import curve_figure
+
+    curve = {"metric": "P0.ttft_p99", "at": [0, 1024, 2048]}
+    bands = {"points": [{"min": 0.8, "max": 1.0, "median": 0.9}, {"min": 0.6, "max": 0.8, "median": 0.7},
+                        {"min": 0.4, "max": 0.5, "median": 0.45}]}
+    fig = curve_figure(curve_points(curve, bands, [1.2, None, 0.3]), [0.85, 0.7, None], "reserve", "P0 P99 (s)")
+    names = [t.name for t in fig.data]
+    assert "your curve" in names and "the run shown" in names and "seed band (min–max)" in names
+    yours = fig.data[names.index("your curve")]
+    assert list(yours.x) == [0, 2048] and list(yours.y) == [1.2, 0.3]  # the point not drawn is left out
+    lo = fig.data[names.index("seed band (min–max)")]
+    assert list(lo.y) == [0.8, 0.6, 0.4] and lo.fill == "tonexty"
