@@ -435,16 +435,16 @@ class Scenario(_Model):
 DEVICE_DEFAULT_KEYS = ("max_num_batched_tokens", "max_num_seqs")
 
 
-def device_batch_defaults(scheduler: Scheduler, hardware: Hardware) -> tuple[Scheduler, frozenset[str]]:
+def device_batch_defaults(settings: Scheduler, hardware: Hardware) -> tuple[Scheduler, frozenset[str]]:
     """The scheduler with unset budget/seats filled from vLLM 0.33's per-device defaults, and the keys
     filled. The device class comes from the memory the driver reports and the GPU's name."""
-    unset = frozenset(k for k in DEVICE_DEFAULT_KEYS if getattr(scheduler, k) is None)
+    unset = frozenset(k for k in DEVICE_DEFAULT_KEYS if getattr(settings, k) is None)
     if not unset:
-        return scheduler, unset
+        return settings, unset
     memory = hardware.memory_gib if hardware.memory_gib is not None else GPUS[hardware.gpu].memory_gib
     budget, seqs = vllm_batch_defaults(hardware.gpu, memory)
     values = {"max_num_batched_tokens": budget, "max_num_seqs": seqs}
-    return scheduler.model_copy(update={k: values[k] for k in unset}), unset
+    return settings.model_copy(update={k: values[k] for k in unset}), unset
 
 
 def valid_class_name(name: object) -> bool:
