@@ -289,6 +289,13 @@ class VLLMRules(Mitigations):
             m = min(m, cache.steps_to_hash(run))
         return m
 
+    def decode_step(self) -> Step:
+        """The step these rules schedule when every running request decodes and nobody waits."""
+        step = Step(None)
+        step.tokens = step.decode = step.batch = len(self.state.running.ids)
+        step.reserve_idle = self.decode_idle()
+        return step
+
     def decode_idle(self) -> int | None:
         """A step where every running request decodes and nobody waits: the reserved tokens it
         leaves idle, or None if the budget cuts some decodes short (not a uniform step)."""

@@ -50,6 +50,22 @@ class Clock:
             self.tick += ticks
             self.now = self.origin + self.tick * self.grid
 
+    def pass_run(self, m: int, t_end: float) -> float:
+        """Move to the end of a run of m steps (on the grid m ticks on; otherwise `t_end`, the float
+        sum stepping makes); returns the new boundary."""
+        if self.grid is None:
+            self.now = t_end
+        else:
+            self.advance(m, 0.0)
+        return self.now
+
+    def on_grid(self, dt: float) -> tuple[int, float]:
+        """A step of dt seconds: (the whole ticks it takes, its length) on the grid; (0, dt) without one."""
+        if self.grid is None:
+            return 0, dt
+        ticks = 1 if dt == self.grid else self.ticks(dt)
+        return ticks, ticks * self.grid
+
     def ticks(self, dt: float) -> int:
         """Whole grid steps a step of dt seconds stalls the engine for (at least one)."""
         return max(1, math.ceil(round(dt / self.grid, _TOL)))

@@ -1,13 +1,11 @@
-"""One engine instance: its rulebook over its state (queue, running set, KV pool), and its step loop
-as a SimPy process.
+"""One engine instance: its rulebook over its state, and its step loop as a SimPy process.
 
-The loop is nano-vLLM's `step()`: schedule → run for the step time → apply results. When nothing
-is queued or running, the replica sleeps until its feed hands it the next arrival and starts a step
-at that instant (vLLM's engine core blocks on its input queue). A schedule()
-call that schedules nothing yet changes something (it preempted every running request; under
-async scheduling, it took in the last step's outputs) runs no forward pass and takes no time, as
-in vLLM: the next call, at the same instant, builds the step. A call that schedules nothing and
-changes nothing is an idle step of the usual length, so the loop always moves on.
+The loop is nano-vLLM's `step()`: schedule → run for the step time → apply results. An engine with
+nothing queued or running sleeps until its feed hands it the next arrival and starts a step at that
+instant (vLLM's engine core blocks on its input queue). A schedule() call that schedules nothing yet
+changes something (it preempted every running request; async, it took in the last step's outputs)
+takes no time, as in vLLM: the next call, at the same instant, builds the step. A call that changes
+nothing is an idle step of the usual length, so the loop always moves on.
 
 Multi-step runs: after a pure decode step (everyone decoded one token; nobody was admitted,
 preempted or finished) the next steps are the same step again until something happens. Each
@@ -174,18 +172,14 @@ class Replica:
             return None
         if self._carried:
             step.preempted[:0], self._carried = self._carried, []
-        dt = self.cost(step.tokens, step.attn, step.context) + step.swap_s
-        ticks = 0 if self.grid is None else (1 if dt == self.grid else self.clock.ticks(dt))
-        if ticks:
-            dt = ticks * self.grid
+        ticks, dt = self.clock.on_grid(self.cost(step.tokens, step.attn, step.context) + step.swap_s)
         log.observe(self.index, self.k, now, dt, step, st.running, st.lim.budget)
         return step, self._row(step), dt, ticks  # (the row: KV and running counts during the step)
 
     def _end(self, step: Step, row: list[int], now: float, dt: float) -> Step | None:
         """The step's time has passed: apply it. Returns the step if it was a pure decode step
         after which nothing changed (else None)."""
-        st = self.state
-        finished = st.complete(step, self.now)
+        finished = self.state.complete(step, self.now)
         self.steps.add_row(now, dt, row)
         self.k += 1
         for i in finished:
@@ -211,16 +205,11 @@ class Replica:
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
-        clock = self.clock
-        t_end = clock.at(m) if self.grid is not None else starts[-1] + dts[-1]
+        t_end = self.clock.at(m) if self.grid is not None else starts[-1] + dts[-1]
         wait = max(t_end - self.sim, 0.0)
         self.sim += wait
         yield wait
-        if self.grid is not None:
-            clock.advance(m, 0.0)
-        else:
-            clock.now = t_end
-        t_end = clock.now
+        t_end = self.clock.pass_run(m, t_end)
         self.k += m
         used = self.pool.used_cls
         growth = [b - a for a, b in zip(used, kv[-len(used):])]
@@ -241,7 +230,7 @@ class Replica:
         if (m := self.rules.horizon(last)) is None:
             return None
         n = len(run.ids)
-        row = self._last_row if st.queue.order else self._decode_row(n)
+        row = self._last_row if st.queue.order else self._row(self.rules.decode_step())
         m = min(m, MAX_RUN)
         start_by = min(feed.next_t - clock.eps, self.log.next_alert(last))  # steps must start before this
         end_by = min(self.until, feed.next_t) if feed.strict else self.until  # and end before this
@@ -260,13 +249,6 @@ class Replica:
         if not starts:
             return None
         return starts, dts, kv[:len(starts) * c], row
-
-    def _decode_row(self, n: int) -> list[int]:
-        """The log row of a step in which all n running requests decode and nobody waits."""
-        step = Step(None)
-        step.tokens = step.decode = step.batch = n
-        step.reserve_idle = self.rules.decode_idle()
-        return self._row(step)
 
     def _row(self, step: Step) -> list[int]:
         return self.steps.row_of(self.index, step, self.rs.cls, self.state.n_running_cls, self.pool)
