@@ -99,7 +99,7 @@ def _scenario(base: str, over: dict):
 
 def measure(sc) -> dict:
     out = subprocess.run([sys.executable, "-c", _CHILD, sc.key()], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+                         cwd=Path(__file__).resolve().parents[2])  # the repository (this file: engine/sim/)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

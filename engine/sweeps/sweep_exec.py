@@ -186,7 +186,8 @@ class RayBackend:
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home from a lab machine
             import scenarios
 
-            modules = [str(Path(__file__).resolve().parent), str(Path(scenarios.__file__).resolve().parent)]
+            engine_dir = Path(__file__).resolve().parents[1]  # the whole engine package (this file is in sweeps/)
+            modules = [str(engine_dir), str(Path(scenarios.__file__).resolve().parent)]
             kwargs = {"runtime_env": {"py_modules": modules}, "include_dashboard": False,
                       "logging_level": logging.WARNING, "configure_logging": True}
             if address:

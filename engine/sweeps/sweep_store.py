@@ -34,16 +34,17 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def engine_version() -> dict[str, str]:
-    """The engine's version and a digest of its source files: runs are reused only under the same digest."""
+def engine_version(folder: Path | None = None) -> dict[str, str]:
+    """The engine's version and a digest of its source files (`folder`: the engine package, every
+    folder of it): runs are reused only under the same digest."""
     import hashlib
 
     from .. import __version__
 
-    folder = Path(__file__).resolve().parent
+    folder = folder or Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for f in sorted(folder.glob("*.py")):
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for f in sorted(folder.rglob("*.py")):
+        h.update(f.relative_to(folder).as_posix().encode() + b"\0" + f.read_bytes())
     return {"version": __version__, "digest": h.hexdigest()[:16]}
 
 

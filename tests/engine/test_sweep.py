@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -302,3 +303,18 @@ def test_run_summaries_keeps_order_and_runs_duplicates_once():
                                                (100, 64, 1)])
 def test_batch_size(n, workers, size):
     assert batch_size(n, workers) == size
+
+
+def test_the_engine_digest_covers_every_folder_of_the_engine(tmp_path):
+    """A change to a rule in engine/core (not only to the sweeps' own folder) is another build."""
+    import shutil
+
+    from engine.sweeps.sweep_store import engine_version
+
+    copy = tmp_path / "engine"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "engine", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = engine_version(copy)["digest"]
+    assert before == engine_version()["digest"]
+    kv = copy / "core" / "kv.py"
+    kv.write_text(kv.read_text() + "\n# another rule\n")
+    assert engine_version(copy)["digest"] != before
