@@ -12,7 +12,7 @@ All of a page's state is in its URL, so a browser whose process stops reconnects
 and reopens the same view. The config is generated from the template into a working folder, with
 nginx's pid, logs and temporary files; nothing is written elsewhere.
 
-Workers: each process keeps its own page and sweep workers (`ui/runs.py`; its cache is its own
+Workers: each process keeps its own page and sweep workers (`ui/runtime/runs.py`; its cache is its own
 too), and the machine's cores are divided between the processes, so N processes start no more
 workers in all than one does (at least one of each per process).
 """

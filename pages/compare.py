@@ -4,11 +4,14 @@ import streamlit as st
 
 from engine import ScenarioError
 from engine.sweeps.evidence import default_seeds
-from ui import capacity_live, figures, kpis, layout, limits, over_seeds, runs, text, views, viewstate
-from ui.codec import POLICIES
-from ui.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
-from ui.i18n import _
-from ui.state import current
+from ui.charts import figures
+from ui.frame import layout, limits, views, viewstate
+from ui.frame.codec import POLICIES
+from ui.frame.i18n import _
+from ui.frame.state import current
+from ui.panels import kpis, text
+from ui.panels.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
+from ui.runtime import capacity_live, over_seeds, runs
 
 lab = current()
 sc = lab.scenario

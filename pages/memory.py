@@ -5,11 +5,13 @@ import streamlit as st
 
 from engine.config.hfconfig import MAX_CONFIG_BYTES, describe
 from engine.config.scenario import to_dict
-from ui import codec as codec_mod
-from ui import costs, figures, layout, sidebar, uploads
-from ui.i18n import _
-from ui.state import current
-from ui.text import plain
+from ui.charts import figures
+from ui.frame import codec as codec_mod
+from ui.frame import layout, sidebar, uploads
+from ui.frame.i18n import _
+from ui.frame.state import current
+from ui.panels import costs
+from ui.panels.text import plain
 
 GIB = 1024**3
 CFG_ERROR, CFG_NOTES = "_cfg_error", "_cfg_notes"

@@ -3,11 +3,12 @@
 import streamlit as st
 
 from engine.sweeps.evidence import default_seeds
-from ui import capacity_live, layout, live, runs, views, viewstate
-from ui.i18n import _
-from ui.state import current
-from ui.sweeps import KNOBS, values_for
-from ui.variants import baseline, has_remedies
+from ui.frame import layout, views, viewstate
+from ui.frame.i18n import _
+from ui.frame.state import current
+from ui.panels.variants import baseline, has_remedies
+from ui.runtime import capacity_live, live, runs
+from ui.runtime.sweeps import KNOBS, values_for
 
 lab = current()
 sc = lab.scenario
@@ -75,6 +76,6 @@ else:
     capacity_live.show({_("this scenario"): sc}, None, seeds, "p99_capacity")
 
 with st.expander(_("Size a reserve for this traffic"), icon=":material/straighten:"):
-    from ui.sizing_view import panel
+    from ui.panels.sizing_view import panel
 
     panel(lab)

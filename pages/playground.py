@@ -3,10 +3,13 @@ queue over time (the shown run)."""
 
 import streamlit as st
 
-from ui import figures, kpis, layout, over_seeds
-from ui.i18n import _
-from ui.state import current
-from ui.variants import baseline, has_remedies, remedies
+from ui.charts import figures
+from ui.frame import layout
+from ui.frame.i18n import _
+from ui.frame.state import current
+from ui.panels import kpis
+from ui.panels.variants import baseline, has_remedies, remedies
+from ui.runtime import over_seeds
 
 lab = current()
 sc, res = lab.scenario, lab.result

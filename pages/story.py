@@ -1,6 +1,6 @@
-"""Does this hold?: the preset's story, claim by claim, over seeds and ±10 % load (`ui.story_view`)."""
+"""Does this hold?: the preset's story, claim by claim, over seeds and ±10 % load (`ui.panels.story_view`)."""
 
-from ui.state import current
-from ui.story_view import page
+from ui.frame.state import current
+from ui.panels.story_view import page
 
 page(current())

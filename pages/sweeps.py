@@ -8,10 +8,10 @@ from pathlib import Path
 import streamlit as st
 
 from engine.sweeps.plan import cheapest, pareto, points, top_class
-from ui import sweep_data as sd
-from ui import sweep_figures as sf
-from ui.i18n import _, ngettext
-from ui.state import current
+from ui.charts import sweep_data as sd
+from ui.charts import sweep_figures as sf
+from ui.frame.i18n import _, ngettext
+from ui.frame.state import current
 
 current()  # the app's frame (sidebar, share link); this page reads files, not the sidebar's scenario
 

@@ -3,10 +3,13 @@
 import pandas as pd
 import streamlit as st
 
-from ui import figures, inversions, kpis, layout, over_seeds, text, views, viewstate
-from ui.fig_timeline import timeline
-from ui.i18n import _
-from ui.state import current
+from ui.charts import figures
+from ui.charts.fig_timeline import timeline
+from ui.frame import layout, views, viewstate
+from ui.frame.i18n import _
+from ui.frame.state import current
+from ui.panels import inversions, kpis, text
+from ui.runtime import over_seeds
 
 lab = current()
 sc, res = lab.scenario, lab.result

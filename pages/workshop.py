@@ -1,7 +1,7 @@
 """Workshop: the lessons in presenter mode — goal, prediction, run, chart, reveal, discussion —
-then a recap of every remedy and a handout (`ui.workshop`)."""
+then a recap of every remedy and a handout (`ui.teach.workshop`)."""
 
-from ui.state import current
-from ui.workshop import page
+from ui.frame.state import current
+from ui.teach.workshop import page
 
 page(current())

@@ -4,7 +4,7 @@
 scheduling policy (vLLM's default is `fcfs`), separate replicas (pinned routing), priority at a
 gateway and another engine's rules (`scheduler.engine: sglang` compares against vLLM). The
 baseline keeps the traffic, hardware and model, so a delta shows what the remedies did. The app's
-deltas (`ui.variants`) and `engine capacity`'s cost both use it. Pure functions on plain scenario
+deltas (`ui.panels.variants`) and `engine capacity`'s cost both use it. Pure functions on plain scenario
 data, so the same variant always has the same cache key.
 """
 

@@ -392,7 +392,7 @@ def search(configs: list[Config], seeds: Sequence[int], backend=None, *, out: st
 
 def record(c: Config, kind: str, value, rows: list[dict]) -> None:
     """A tested point's rows (every seed's) into its configuration's search (the CLI's driver here,
-    the app's in `ui.capacity_jobs`)."""
+    the app's in `ui.runtime.capacity_jobs`)."""
     c.rows[(kind, value)] = rows
     if kind == "sat":
         c.sat.tested[value] = saturated(rows)

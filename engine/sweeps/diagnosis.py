@@ -1,7 +1,7 @@
 """Why the top class waited, over seeds: its blocked time by wait reason, and the sizes a remedy
 is cut to.
 
-The workshop ends with a decision (`engine.sweeps.remedy_rule`, `ui.decision`): from what the top class
+The workshop ends with a decision (`engine.sweeps.remedy_rule`, `ui.teach.decision`): from what the top class
 (P0) waited on to the remedy. That starts here. Each run's `RunTally` (`engine.sim.wait_tally`,
 carried by its `RunSamples`) holds the top class's wait seconds by reason and the sizes a remedy
 needs; `diagnose(tallies)` pools the seeds: each reason's **share of the top

@@ -463,7 +463,7 @@ def test_share_links_carry_the_page_and_its_view():
 
 def test_every_preset_the_app_lists_runs_within_its_limit():
     from engine import load, scenario_names
-    from ui.limits import why_not
+    from ui.frame.limits import why_not
 
     names = scenario_names()
     assert "stress-100k" not in names  # a benchmark (scenarios/bench/): the CLI runs it, the app does not list it
@@ -515,14 +515,14 @@ def test_the_sizing_aid_finds_the_smallest_token_reserve():
 
 
 def test_the_handout_holds_every_lesson_with_numbers_and_charts():
-    from ui import lessons
+    from ui.teach import lessons
 
     at = on_page("pages/workshop.py")
     [b for b in at.button if b.label == "Prepare the handouts"][0].click().run()
     assert not at.exception
     keys = {b.key for b in at.get("download_button")}  # AppTest cannot read their data: build the same files directly
     assert {"ws_handout_part", "ws_handout_pres"} <= keys
-    from ui.workshop import _handout
+    from ui.teach.workshop import _handout
 
     html = _handout(lessons.stamp(), "en", answers=True)
     assert html.startswith("<!DOCTYPE html>") and "Plotly" in html and "presenter's copy" in unescape(html)

@@ -1,12 +1,12 @@
 """AppTest: the workshop ends with a decision — on the workshop's traffic, and on the user's own
-scenario with an uploaded trace (`ui.decision_view`)."""
+scenario with an uploaded trace (`ui.teach.decision_view`)."""
 
 import time
 
 from streamlit.testing.v1 import AppTest
 
 from engine.config.scenario import load_raw
-from ui import uploads
+from ui.frame import uploads
 
 APP = "../../app.py"
 

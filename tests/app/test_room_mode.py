@@ -9,7 +9,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui import room_store
+from ui.teach import room_store
 
 APP = "../../app.py"
 WS = "pages/workshop.py"

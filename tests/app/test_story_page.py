@@ -1,4 +1,4 @@
-"""AppTest of *Does this hold?* (`ui.story_view`): the sidebar preset's story judged over seeds and
+"""AppTest of *Does this hold?* (`ui.panels.story_view`): the sidebar preset's story judged over seeds and
 load ×0.9/×1/×1.1 in the sweeps' pool, an uploaded scenario told it has none, and an edge claim's
 band. Few seeds keep it quick (the runs are the engine's own: `tests/engine/test_story.py`)."""
 

@@ -8,10 +8,10 @@ machine (README: Speed).
    charts are drawn, for the Playground and the Timeline (the server has run them once before,
    so the figure is the browser's, not the simulation's).
 1. A rerun longer than Streamlit's 0.5 s: the CPU chromium spends on one of about 2.5 s (the
-   memory page, `dur=3000`), with the app's one-step dimming (`ui/layout.py::CALM_RERUNS`) and with
+   memory page, `dur=3000`), with the app's one-step dimming (`ui/frame/layout.py::CALM_RERUNS`) and with
    Streamlit's own 1 s fade put back by a style injected into the page.
 2. A page waiting on a long P99 sweep (80 slow runs): chromium's CPU over 10 s while the page's
-   fragment polls the pool (`ui/live.py::POLL_S`).
+   fragment polls the pool (`ui/runtime/live.py::POLL_S`).
 Not a test: the numbers depend on the machine; each figure is the median of three tries.
 """
 

@@ -195,7 +195,8 @@ class CpuUsage:
     """CPU seconds of the processes this run started (browser, server, workers), by group, from
     /proc: where the machine's time went. Processes that existed before are left out."""
 
-    GROUPS = (("chromium", b"chrom"), ("page workers", b"ui.worker result"), ("sweep workers", b"ui.worker summary"),
+    GROUPS = (("chromium", b"chrom"), ("page workers", b"ui.runtime.worker result"),
+              ("sweep workers", b"ui.runtime.worker summary"),
               ("server", b"streamlit"), ("nginx", b"nginx"), ("playwright", b"playwright"))
 
     def __init__(self) -> None:

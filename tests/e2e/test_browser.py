@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, full_shot, open_app, wait_idle
 from playwright.sync_api import expect
 
-from ui.text import seconds
+from ui.panels.text import seconds
 
 pytestmark = pytest.mark.browser
 PAGES = ["", "timeline", "p99", "compare", "story", "workshop", "memory", "sweeps"]

@@ -123,7 +123,7 @@ def test_a_share_link_reopens_the_same_view(browser, app_url, path, key, check):
 def test_a_long_rerun_dims_the_page_in_one_step_not_a_fade(page, app_url):
     """While a rerun runs, Streamlit dims what it has not re-sent yet. The dimming must stay (it tells
     the user the numbers are stale) but come as one step after Streamlit's 0.5 s delay: its 1 s fade
-    repainted the whole page every frame (`ui.layout.CALM_RERUNS`)."""
+    repainted the whole page every frame (`ui.frame.layout.CALM_RERUNS`)."""
     open_app(page, f"{app_url}/memory")
     stale = "[data-testid=stElementContainer][data-stale=true]"
     durations = page.evaluate("() => [...document.querySelectorAll('[data-testid=stElementContainer]')]"
@@ -156,7 +156,7 @@ LABELS_OVERLAP = """() => {
 def test_every_lessons_reveal_reads_at_1280_px_in_both_languages(page, app_url, shots):
     """Each lesson run in presenter mode, in English and in Chinese: no exception, nothing cut off,
     no chart whose axis labels overlap; a screenshot of each reveal (artifacts/screenshots/)."""
-    from ui import lessons
+    from ui.teach import lessons
 
     for n, lesson in enumerate(lessons.all_lessons(), 1):
         for lang, run in (("en", "Run"), ("zh", "运行")):

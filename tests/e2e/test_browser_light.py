@@ -1,7 +1,7 @@
 """A lighter first page: the Playground draws one chart (KV above the queue, thinned to at most
-`ui.figures.MAX_POINTS` points a series) and leaves its table of every per-class number undrawn until
+`ui.charts.figures.MAX_POINTS` points a series) and leaves its table of every per-class number undrawn until
 it is opened; a rerun that leaves the chart's figure unchanged does not touch the chart; a slider's
-key steps make one run when the key is released (`ui/slider_keys.js`).
+key steps make one run when the key is released (`ui/frame/slider_keys.js`).
 `python tests/e2e/browser_cost.py --first-only` measures what that saves (README: Speed)."""
 
 from __future__ import annotations

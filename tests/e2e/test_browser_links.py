@@ -2,7 +2,7 @@
 autolinked by the browser's Markdown however they are escaped), every bad value gets a note that
 names it and leaves the address bar, and a value that makes the engine fail leaves it too.
 
-The server runs with `INVERSION_LAB_FAIL_SEED=4242` (`ui/work.py`): a run with seed 4242 raises
+The server runs with `INVERSION_LAB_FAIL_SEED=4242` (`ui/runtime/work.py`): a run with seed 4242 raises
 as an engine bug would."""
 
 from __future__ import annotations

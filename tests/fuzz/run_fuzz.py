@@ -141,7 +141,7 @@ def _trace_child(label: str, name: str, data: bytes, work: Path) -> dict:
     from engine import ScenarioError, TraceError, from_dict, simulate
     from engine.config.scenario import load_raw
     from engine.config.traces import parse_trace, read_trace
-    from ui import uploads
+    from ui.frame import uploads
 
     out = {}
     path = work / name
@@ -200,7 +200,7 @@ def run_forked(fn, timeout: float, mem_bytes: int) -> dict:
 def fuzz_traces(n: int, seed: int, timeout: float, mem_gib: float) -> int:
     import importlib
 
-    for module in ("engine.sim.simulation", "ui.uploads"):  # imported once here, inherited by every forked child
+    for module in ("engine.sim.simulation", "ui.frame.uploads"):  # imported once here, inherited by every forked child
         importlib.import_module(module)
 
     mem = int(mem_gib * 2**30)

@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from engine.config.scenario import load_raw
 from tests.live_links import live_links
-from ui.codec import Codec
-from ui.views import VIEW_KEYS
+from ui.frame.codec import Codec
+from ui.frame.views import VIEW_KEYS
 
 APP = "../../app.py"  # relative to this file (AppTest resolves it so)
 PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py", "pages/story.py",

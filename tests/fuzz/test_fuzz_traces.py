@@ -15,7 +15,7 @@ from fuzzgen import trace_case
 from engine import TraceError, from_dict, simulate
 from engine.config.scenario import load_raw
 from engine.config.traces import parse_trace, read_trace
-from ui import uploads
+from ui.frame import uploads
 
 SEED = 11
 

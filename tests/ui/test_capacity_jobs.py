@@ -1,6 +1,6 @@
 """The machinery behind the pages' figures over seeds and their capacity: page workers that send
 back a run's RunSamples, background wish lists that wait for every foreground one, and capacity
-searches driven round by round through a run pool (`ui.capacity_jobs`) that agree with the CLI's."""
+searches driven round by round through a run pool (`ui.runtime.capacity_jobs`) that agree with the CLI's."""
 
 import json
 import threading
@@ -11,7 +11,7 @@ import pytest
 
 from engine import from_dict, load, simulate
 from engine.sweeps.evidence import RunSamples, over_seeds
-from ui.pool import RunPool
+from ui.runtime.pool import RunPool
 
 TINY = "classic-inversion"
 
@@ -23,7 +23,7 @@ def three():
 
 
 def test_page_workers_send_back_a_run_s_samples(three):
-    from ui.worker import SAMPLES, WorkerExecutor
+    from ui.runtime.worker import SAMPLES, WorkerExecutor
 
     sc, runs = three
     ex = WorkerExecutor(1, kind="result")
@@ -92,7 +92,7 @@ def test_background_wishes_wait_for_every_foreground_one():
 def test_a_capacity_job_finds_what_the_cli_finds_and_the_table_says_it():
     from engine.sweeps import capacity
     from engine.sweeps.sweep_exec import LocalBackend
-    from ui.capacity_jobs import Jobs, Spec
+    from ui.runtime.capacity_jobs import Jobs, Spec
 
     # budget-bound on priority, without and with a 2,048-token reserve (capacities ~0.9× and ~1×)
     sc = load("budget-bound")
@@ -120,7 +120,7 @@ def test_a_capacity_job_finds_what_the_cli_finds_and_the_table_says_it():
         assert f["capacity"] == cli_found["capacity"] and f["change_pct"] == cli_found["change_pct"]
         assert f["settled"] and f["capacity"] is not None
         assert f["tested"] == cli_found["tested"]  # the same loads, in the same order of rounds
-    from ui import capacity_table
+    from ui.panels import capacity_table
 
     table = capacity_table.table(["no reserve", "reserve"], found)
     assert list(table["configuration"]) == ["no reserve", "reserve"]

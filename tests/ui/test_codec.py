@@ -5,8 +5,8 @@ import pytest
 from engine import load, simulate
 from engine.config.scenario import Gateway, load_raw, to_dict
 from engine.core.policies import POLICIES
-from ui import codec
-from ui.codec import Codec, get_dotted
+from ui.frame import codec
+from ui.frame.codec import Codec, get_dotted
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_changes_are_described_for_the_header(c):
     more = {**values, "reserve": 512, "inherit": True, "p2_cap": 4096}  # named in the sidebar's order
     assert c.describe_changes(more, limit=2) == \
         "Scheduling policy = priority, Token reserve for the top priority = 512, 3 more"
-    from ui import i18n
+    from ui.frame import i18n
 
     try:
         i18n.set_language("zh")

@@ -4,7 +4,7 @@ import pytest
 
 from engine import from_dict
 from engine.config.memory import breakdown
-from ui import costs
+from ui.panels import costs
 
 
 def setup(model: str, gpu: str = "H100-80G", tp: int = 1, **keys):

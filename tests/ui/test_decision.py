@@ -1,5 +1,5 @@
-"""The decision's choice (`ui.decision`) on hand-made judgements, its judging on real runs, and its
-figure (`ui.fig_decision`)."""
+"""The decision's choice (`ui.teach.decision`) on hand-made judgements, its judging on real runs, and its
+figure (`ui.charts.fig_decision`)."""
 
 import pytest
 
@@ -7,8 +7,8 @@ from engine import load
 from engine.sweeps.diagnosis import diagnose
 from engine.sweeps.evidence import Estimate, Holds, over_seeds
 from engine.sweeps.remedy_rule import Remedy, suggest
-from ui.decision import AS_IS, Judged, Option, choose, judge, options
-from ui.fig_decision import benefit_cost
+from ui.charts.fig_decision import benefit_cost
+from ui.teach.decision import AS_IS, Judged, Option, choose, judge, options
 
 SC = load("classic-inversion")
 

@@ -1,13 +1,13 @@
 """Each lesson's numeric prediction: asked before the reveal, scored against the seed band that
-`python -m ui.lesson_evidence` stores beside the claims (min–max over 20 seeds at the shipped load)."""
+`python -m ui.teach.lesson_evidence` stores beside the claims (min–max over 20 seeds at the shipped load)."""
 
 from __future__ import annotations
 
 import pytest
 
 from engine.sweeps import story as stories
-from ui import estimate as est
-from ui import lesson_evidence, lessons
+from ui.teach import estimate as est
+from ui.teach import lesson_evidence, lessons
 
 DATA = lesson_evidence.read()
 LESSONS = lessons.all_lessons()
@@ -58,7 +58,7 @@ def test_every_lessons_band_is_in_the_audit_as_the_lesson_is_now():
     for slug, path in PATHS.items():
         lesson = lessons.parse(path)
         band = lesson_evidence.estimate_band(slug, lesson.estimate, DATA)
-        assert band is not None, f"{slug}: run python -m ui.lesson_evidence"
+        assert band is not None, f"{slug}: run python -m ui.teach.lesson_evidence"
         assert band["fingerprint"] == lesson_evidence.estimate_fingerprint(stories.of_lesson(path), lesson.estimate)
         assert band["seeds"] >= 20 and band["band"] == "min-max"
         got = [v for v in band["values"] if v is not None]
@@ -70,7 +70,7 @@ def test_every_lessons_band_is_in_the_audit_as_the_lesson_is_now():
 @pytest.mark.parametrize("slug", ["primer", "no-alarm"])
 def test_the_band_holds_the_run_shown(slug):
     """The lesson's own seed is the band's first: its value on the run shown is that seed's value."""
-    from ui import runs
+    from ui.runtime import runs
 
     lesson = next(x for x in LESSONS if x.slug == slug)
     results = [runs.result(sc) for sc in lesson.scenarios()]
@@ -108,7 +108,7 @@ def test_the_curve_is_scored_point_by_point():
 def test_every_curve_is_the_sweeps_own_points_and_in_the_audit():
     """A drawn point is scored against the runs the chart's sweep makes at that value (the same
     scenario, seed for seed), and the audit holds the lesson's curve as it is now."""
-    from ui.lesson_charts import sweep_plan
+    from ui.charts.lesson_charts import sweep_plan
 
     curved = [x for x in LESSONS if x.curve]
     assert curved, "at least one sweep lesson draws a curve"
@@ -119,7 +119,7 @@ def test_every_curve_is_the_sweeps_own_points_and_in_the_audit():
         assert [stories.scenario_key(story, i, seed, 1.0) for i in range(len(story.runs))] == \
             [keys[float(v)] for v in lesson.curve["at"]]
         bands = lesson_evidence.curve_bands(lesson.slug, lesson.curve, DATA)
-        assert bands is not None, f"{lesson.slug}: run python -m ui.lesson_evidence"
+        assert bands is not None, f"{lesson.slug}: run python -m ui.teach.lesson_evidence"
         assert bands["fingerprint"] == lesson_evidence.fingerprint(story) and bands["seeds"] >= 20
         assert [p["at"] for p in bands["points"]] == lesson.curve["at"]
         for p in bands["points"]:

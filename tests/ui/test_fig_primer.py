@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from engine import load, simulate
-from ui.fig_primer import step_picture, teaching_step
+from ui.charts.fig_primer import step_picture, teaching_step
 
 
 def step(**kw) -> pd.Series:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ui.fig_room import choices_bars, estimates_histogram
+from ui.charts.fig_room import choices_bars, estimates_histogram
 
 
 def test_the_histogram_counts_every_estimate_and_draws_the_band():
@@ -38,8 +38,8 @@ def test_the_answer_is_marked_once_revealed():
 
 
 def test_the_curve_figure_has_the_band_the_run_and_the_drawn_points():
-    from ui.estimate import curve_points
-    from ui.fig_curve import curve_figure
+    from ui.charts.fig_curve import curve_figure
+    from ui.teach.estimate import curve_points
 
     curve = {"metric": "P0.ttft_p99", "at": [0, 1024, 2048]}
     bands = {"points": [{"min": 0.8, "max": 1.0, "median": 0.9}, {"min": 0.6, "max": 0.8, "median": 0.7},

@@ -2,7 +2,7 @@
 the legend (long labels used to overlap), and the SLO is in the panel's title (a label on the line
 was covered by the bars)."""
 
-from ui.fig_workshop import runs_bars
+from ui.charts.fig_workshop import runs_bars
 
 
 def summary(**p99) -> dict:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine import from_dict, simulate
-from ui import figures
+from ui.charts import figures
 
 TINY = {
     "name": "tiny", "seed": 3, "duration_s": 4, "cost": {"model": "fixed", "step_time_s": 0.01},
@@ -58,7 +58,7 @@ def test_memory_bar_parts_sum_to_total():
 def test_step_time_table_is_memory_bound_for_decode_and_compute_bound_for_prefill():
     from engine import load
     from engine.config.memory import breakdown
-    from ui.costs import step_table
+    from ui.panels.costs import step_table
 
     sc = load("default")
     t = step_table(sc, breakdown(sc)).set_index("case")
@@ -70,7 +70,7 @@ def test_step_time_table_is_memory_bound_for_decode_and_compute_bound_for_prefil
 
 
 def test_every_chart_module_draws_on_the_white_template(res):
-    """The template is plotly's default, set once by ui.figures (not named per figure): charts
+    """The template is plotly's default, set once by ui.charts.figures (not named per figure): charts
     still carry it, in the app's import order (streamlit first: it sets a default of its own)."""
     import importlib
 

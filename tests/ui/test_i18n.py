@@ -11,8 +11,10 @@ import pytest
 from babel.messages.pofile import read_po
 
 from engine import load, simulate
-from ui import i18n, i18n_tool, lessons, text, vocab
-from ui.i18n import _
+from ui.frame import i18n, i18n_tool
+from ui.frame.i18n import _
+from ui.panels import text, vocab
+from ui.teach import lessons
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # Terms an engineer writes the same in Chinese: a message made only of these needs no translation
@@ -31,7 +33,7 @@ def fields(s: str) -> set[str]:
 
 def test_the_catalogues_are_complete_and_in_step_with_the_code():
     """Every message the code, lessons, scenarios and wait reasons use exists in English and Chinese
-    (python -m ui.i18n_tool update after adding one)."""
+    (python -m ui.frame.i18n_tool update after adding one)."""
     assert i18n_tool.problems() == []
 
 

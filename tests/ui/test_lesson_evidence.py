@@ -8,7 +8,7 @@ import pytest
 
 from engine.sweeps import story as stories
 from engine.sweeps.sweep_exec import LocalBackend
-from ui import lesson_evidence, lessons
+from ui.teach import lesson_evidence, lessons
 
 DATA = lesson_evidence.read()
 LESSONS = lessons.all_lessons()
@@ -20,7 +20,7 @@ def test_the_audit_is_of_every_lesson_as_it_is_now():
     assert set(DATA["lessons"]) == set(PATHS)
     for slug, path in PATHS.items():
         assert DATA["lessons"][slug]["fingerprint"] == lesson_evidence.fingerprint(stories.of_lesson(path)), \
-            f"{slug} or its scenario changed since the audit: run python -m ui.lesson_evidence"
+            f"{slug} or its scenario changed since the audit: run python -m ui.teach.lesson_evidence"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
@@ -51,7 +51,7 @@ def test_a_broken_audit_file_reads_as_none(tmp_path):
 
 def test_the_lessons_claims_hold_on_the_next_seeds_too():
     """The live check behind the file, smaller: every lesson on its seed and the next two at the
-    shipped load (the full audit is `python -m ui.lesson_evidence`, about five minutes)."""
+    shipped load (the full audit is `python -m ui.teach.lesson_evidence`, about five minutes)."""
     with LocalBackend() as backend:
         audits = stories.audit([stories.of_lesson(p) for p in PATHS.values()], 3, (1.0,), backend=backend)
     weak = [f"{a.story.name}: {stories.claims.describe(a.story.claims[i], a.story.labels)}: {t}"
@@ -61,4 +61,5 @@ def test_the_lessons_claims_hold_on_the_next_seeds_too():
 
 def test_the_readme_quotes_the_audit_as_it_is():
     readme = (lessons.LESSON_DIR.parent / "README.md").read_text(encoding="utf-8")
-    assert lesson_evidence.markdown(DATA) in readme, "paste python -m ui.lesson_evidence --markdown into the README"
+    assert lesson_evidence.markdown(DATA) in readme, \
+        "paste python -m ui.teach.lesson_evidence --markdown into the README"

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config.scenario import load, load_raw, scenario_names
-from ui import codec, links, views
-from ui.codec import Codec
-from ui.limits import APP_MAX_REQUESTS, why_not
-from ui.text import quoted
+from ui.frame import codec, links, views
+from ui.frame.codec import Codec
+from ui.frame.limits import APP_MAX_REQUESTS, why_not
+from ui.panels.text import quoted
 
 PRESETS = scenario_names()
 VIEW = views.VIEW_KEYS["p99"] | views.VIEW_KEYS["timeline"]

@@ -8,10 +8,10 @@ import pytest
 
 from engine import load
 from engine.sweeps.evidence import Estimate, class_figures, over_seeds
-from ui import kpis, spread
-from ui.links import check_seeds
-from ui.seeds import gather, seed_keys
-from ui.text import seconds
+from ui.frame.links import check_seeds
+from ui.frame.seeds import gather, seed_keys
+from ui.panels import kpis, spread
+from ui.panels.text import seconds
 
 
 def est(value, per, n=300, n_min=60, method="pooled"):

@@ -10,8 +10,8 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 
 from engine import from_dict
-from ui.pool import RunPool
-from ui.worker import WorkerExecutor, WorkerFailed
+from ui.runtime.pool import RunPool
+from ui.runtime.worker import WorkerExecutor, WorkerFailed
 
 
 class Gate:
@@ -191,7 +191,7 @@ def test_page_workers_return_the_whole_result_and_the_engine_s_own_errors():
 def test_a_run_past_its_time_limit_is_stopped_and_its_worker_replaced():
     """A worker busy past the limit is killed: the caller gets WorkerTimeout at once, and the next
     run gets a fresh worker."""
-    from ui.worker import WorkerTimeout
+    from ui.runtime.worker import WorkerTimeout
 
     big = json.loads(from_dict(TINY).key())
     big["duration_s"] = 3600.0
@@ -211,7 +211,7 @@ def test_a_page_run_that_fails_in_its_worker_is_named_never_a_traceback():
     """Anything but the engine's own refusal (here: a key that is not JSON) comes back as a
     ScenarioError naming the failure, which the sidebar shows while it goes back to what last ran."""
     from engine import ScenarioError
-    from ui import runs
+    from ui.runtime import runs
 
     with pytest.raises(ScenarioError, match=r"the simulation failed \(JSONDecodeError"):
         runs._cached_run("{not json")

@@ -1,10 +1,10 @@
-"""The recap quotes figures over seeds (`ui.recap`): each remedy's percentiles pooled over its
+"""The recap quotes figures over seeds (`ui.teach.recap`): each remedy's percentiles pooled over its
 seeds' requests, with the seeds' min–max, and what was lost summed over every seed."""
 
 import numpy as np
 
 from engine.sweeps.evidence import over_seeds
-from ui import recap
+from ui.teach import recap
 
 
 def test_the_recap_pools_every_remedys_seeds_and_shows_their_range():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ui import room_store
-from ui.room_store import RoomError, RoomStore, choice_counts, normalize_code, target_from
+from ui.teach import room_store
+from ui.teach.room_store import RoomError, RoomStore, choice_counts, normalize_code, target_from
 
 PIDS = [f"{k:012x}" for k in range(1, 41)]
 
@@ -111,7 +111,7 @@ def test_thirty_threads_write_at_once_and_nothing_is_lost(store):
 
 WRITER = """
 import sys
-from ui.room_store import RoomStore
+from ui.teach.room_store import RoomStore
 path, code, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
 s = RoomStore(path)  # each process opens the file itself, as each server process does
 for n in range(5):

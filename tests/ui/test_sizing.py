@@ -3,7 +3,7 @@
 import json
 
 from engine import load
-from ui import sizing
+from ui.runtime import sizing
 
 
 def _cls(p99, lost=0, tpot=None):
@@ -72,7 +72,7 @@ def test_the_row_says_why_a_setting_within_the_slo_does_not_count():
     """/p99?preset=classic-inversion&policy=priority: from a 512-block KV reserve P0's P99 is 0.667 s,
     within its 1 s SLO, because the three 26k-token documents can no longer fit beside the reserve
     and are rejected. The row said "none up to 864 | best 0.667 s at 512"; it must say why."""
-    from ui.sizing_view import _row
+    from ui.panels.sizing_view import _row
 
     summarize, _ = fake(lambda v, seed: 0.667 if v >= 512 else 5.8, lambda v, seed: 3 if v >= 512 else 0,
                         knob="p0_kv_reserve")
@@ -84,7 +84,7 @@ def test_the_row_says_why_a_setting_within_the_slo_does_not_count():
 
 
 def test_the_row_of_an_answer_gives_the_spread_over_seeds():
-    from ui.sizing_view import _row
+    from ui.panels.sizing_view import _row
 
     summarize, _ = fake(lambda v, seed: (1.0 - v / 4096) * (1 + (seed - 3) / 20))
     r = sizing.size(SC, "reserve", 10_000, summarize)

@@ -1,5 +1,5 @@
-"""The *Does this hold?* page's pure parts: its runs and their order (`ui.story_plan`), judging while
-runs come in, the claims in words, and the edge band (`ui.fig_story`): band = the seeds' min–max,
+"""The *Does this hold?* page's pure parts: its runs and their order (`ui.runtime.story_plan`), judging while
+runs come in, the claims in words, and the edge band (`ui.charts.fig_story`): band = the seeds' min–max,
 line = their median, the claim's threshold as a line."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from engine.sweeps.story import of_scenario, parse
-from ui import story_plan
-from ui.fig_story import edge_band
-from ui.worker import MEASURE
+from ui.charts.fig_story import edge_band
+from ui.runtime import story_plan
+from ui.runtime.worker import MEASURE
 
 
 def frame(rows):
@@ -100,6 +100,6 @@ def test_claims_are_judged_on_the_seeds_whose_runs_are_in():
     ({"run": 0, "metric": "replica0.kv_use", "op": "<", "value": 0.25}, "Replica 0: KV use (mean) [a] < 25%"),
 ])
 def test_claims_in_words(claim, text):
-    from ui.story_view import claim_text
+    from ui.panels.story_view import claim_text
 
     assert claim_text(claim, ["a", "b"]) == text

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from engine.sweeps.plan import pareto, points
-from ui import sweep_data as sd
-from ui import sweep_figures as sf
+from ui.charts import sweep_data as sd
+from ui.charts import sweep_figures as sf
 
 
 def table() -> pd.DataFrame:

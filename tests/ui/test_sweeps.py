@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from engine import load
-from ui import sweeps
-from ui.fig_sweep import p99_panels
-from ui.limits import why_not
-from ui.sweeps import KNOBS, coarse_indices, knee, values_for
+from ui.charts.fig_sweep import p99_panels
+from ui.frame.limits import why_not
+from ui.runtime import sweeps
+from ui.runtime.sweeps import KNOBS, coarse_indices, knee, values_for
 
 
 def test_values_are_evenly_spaced_whole_numbers_for_integer_knobs():
@@ -136,7 +136,7 @@ def test_an_empty_table_still_draws_the_panels():
 
 
 def test_the_curve_is_redrawn_only_at_milestones():
-    from ui.live import milestone
+    from ui.runtime.live import milestone
 
     sc = load("default")
     p = sweeps.plan(sc, "reserve", values_for(KNOBS["reserve"], 0, 4096, 9), [1, 2, 3])

@@ -7,8 +7,10 @@ import pytest
 from engine import load, simulate
 from engine.config.scenario import SCENARIO_DIR, load_raw
 from tests.live_links import live_links
-from ui import codec, lessons, text
-from ui.variants import baseline, has_remedies, remedies
+from ui.frame import codec
+from ui.panels import text
+from ui.panels.variants import baseline, has_remedies, remedies
+from ui.teach import lessons
 
 
 def test_plain_escapes_markdown_and_html():
@@ -209,7 +211,7 @@ def test_no_number_in_a_reveal_is_typed_by_hand(lesson):
 
 @pytest.mark.parametrize("lesson", lessons.all_lessons(), ids=lambda lesson: lesson.slug)
 def test_a_translated_reveal_fills_the_same_numbers(lesson):
-    from ui import i18n
+    from ui.frame import i18n
 
     try:
         i18n.set_language("zh")

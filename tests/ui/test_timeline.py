@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from engine import load, simulate
 from engine.core.reasons import Reason
-from ui import inversions, text, vocab
-from ui.fig_timeline import lane_positions, timeline
+from ui.charts.fig_timeline import lane_positions, timeline
+from ui.panels import inversions, text, vocab
 
 
 class Run:
@@ -169,7 +169,7 @@ def test_the_strip_adds_up_every_episode_overlap(spans, bins):
 
 
 def test_close_episodes_merge_into_one_stripe_per_lane():
-    from ui.fig_timeline import merge_close
+    from ui.charts.fig_timeline import merge_close
 
     ep = pd.DataFrame({"request": [1, 1, 1, 2], "start_s": [0.0, 1.05, 3.0, 1.0], "end_s": [1.0, 2.0, 4.0, 1.5]})
     got = merge_close(ep, 0.1)

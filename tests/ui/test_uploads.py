@@ -7,7 +7,7 @@ import pytest
 
 from engine import ScenarioError, TraceError, from_dict, simulate, to_yaml
 from engine.config.scenario import load_raw
-from ui import uploads
+from ui.frame import uploads
 
 
 def test_scenario_upload_round_trips_the_download():

@@ -4,7 +4,8 @@ every page reads them from there."""
 import re
 
 from engine.core.reasons import EXPLAIN, Reason
-from ui import figures, text, vocab
+from ui.charts import figures
+from ui.panels import text, vocab
 
 
 def test_every_reason_has_every_entry():
@@ -24,7 +25,7 @@ def test_labels_as_in_the_frames_find_their_entry():
 
 
 def test_the_phrases_come_in_the_current_language():
-    from ui import i18n
+    from ui.frame import i18n
 
     try:
         i18n.set_language("zh")

@@ -1,0 +1,3 @@
+"""Figures: pure functions from results to plotly figures (the timeline, sweeps, the workshop's
+charts, rooms, the decision).
+"""
