@@ -26,8 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 from load import CpuUsage, wait_idle  # noqa: E402
+
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
 # Streamlit's own timing back (`html body` outranks the app's rule, which comes later in the page)
 STREAMLIT_FADE = ('html body [data-testid="stElementContainer"], html body [data-testid="stExpander"] details, '

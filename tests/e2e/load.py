@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 PAGES = ["Playground", "Timeline", "P99 curves", "Compare", "GPU & memory"]  # the top navigation

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, open_app, pick, streamlit_server  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, open_app, pick, streamlit_server  # noqa: E402
 
 NEW_SWEEP = """([old, stage]) => [...document.querySelectorAll("[class*='st-key-sweep_']")].some(e =>
     !e.className.includes(old) && new RegExp('_(' + stage + ')( |$)').test(e.className)

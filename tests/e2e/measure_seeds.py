@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, pick, streamlit_server, wait_idle  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, pick, streamlit_server, wait_idle  # noqa: E402
 
 CARD = "[class*='st-key-pg_numbers_'] [data-testid='stMetric']"
 ALL = "[class*='st-key-pg_numbers_all'] [data-testid='stMetric']"

@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, full_shot, open_app, wait_idle
 from playwright.sync_api import expect
 
+from tests.support.browser import ROOT, full_shot, open_app, wait_idle
 from ui.panels.text import seconds
 
 pytestmark = pytest.mark.browser

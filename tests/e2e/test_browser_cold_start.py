@@ -11,8 +11,9 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import CHROMIUM_ARGS, server_log, streamlit_server
 from load import wait_idle
+
+from tests.support.browser import CHROMIUM_ARGS, server_log, streamlit_server
 
 pytestmark = pytest.mark.browser
 PATHS = ["/", "/timeline", "/p99", "/compare", "/memory", "/workshop"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import open_app, wait_idle
 from playwright.sync_api import expect
+
+from tests.support.browser import open_app, wait_idle
 
 pytestmark = pytest.mark.browser
 WATCH = """() => { window.__chartMutations = 0;

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import open_app, streamlit_server
 from playwright.sync_api import expect
+
+from tests.support.browser import open_app, streamlit_server
 
 pytestmark = pytest.mark.browser
 EVIL = "evil.example"

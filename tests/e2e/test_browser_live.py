@@ -11,8 +11,9 @@ import re
 import time
 
 import pytest
-from conftest import full_shot, open_app, pick, streamlit_server, wait_idle
 from playwright.sync_api import expect
+
+from tests.support.browser import full_shot, open_app, pick, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import full_shot, open_app, streamlit_server, wait_idle
 from playwright.sync_api import expect
+
+from tests.support.browser import full_shot, open_app, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 LESSON = "no-alarm"

@@ -7,8 +7,9 @@ figures come from `python tests/e2e/measure_seeds.py`.
 from __future__ import annotations
 
 import pytest
-from conftest import open_app
 from playwright.sync_api import expect
+
+from tests.support.browser import open_app
 
 pytestmark = pytest.mark.browser
 

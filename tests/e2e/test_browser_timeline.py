@@ -7,8 +7,9 @@ import re
 import time
 
 import pytest
-from conftest import full_shot, open_app, wait_idle
 from playwright.sync_api import expect
+
+from tests.support.browser import full_shot, open_app, wait_idle
 
 pytestmark = pytest.mark.browser
 

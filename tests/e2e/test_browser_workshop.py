@@ -11,8 +11,9 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import full_shot, open_app, wait_idle
 from playwright.sync_api import expect
+
+from tests.support.browser import full_shot, open_app, wait_idle
 
 pytestmark = pytest.mark.browser
 

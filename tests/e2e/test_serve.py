@@ -16,10 +16,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, open_app, wait_idle
 from playwright.sync_api import expect
 
 from deploy.serve import NGINX, Room, free_port, render, worker_counts
+from tests.support.browser import ROOT, open_app, wait_idle
 
 pytestmark = pytest.mark.browser
 ROUTE = re.compile(r"route=(\S+) upstream=(\S+) status=(\d+) \"(\S+) (\S+)")

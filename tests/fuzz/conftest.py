@@ -5,14 +5,9 @@ The large budget with per-process time and memory limits is `python tests/fuzz/r
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
-
-
-def budget(default: int) -> int:
-    return int(os.environ.get("FUZZ_BUDGET", default))
 
 
 @pytest.fixture

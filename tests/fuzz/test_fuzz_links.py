@@ -12,13 +12,13 @@ thousand. A hang fails the run (AppTest gives each script run 60 s).
 
 from __future__ import annotations
 
-from conftest import budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from engine.config.scenario import load_raw
 from tests.live_links import live_links
+from tests.support.fuzz import budget
 from ui.frame.codec import Codec
 from ui.frame.views import VIEW_KEYS
 

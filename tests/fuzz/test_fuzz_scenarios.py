@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import budget
 from fuzzgen import ATTACKS, scenario_case, workdir_files
 
 from engine import cli
 from engine.sim.limits import WorkLimits
+from tests.support.fuzz import budget
 
 SEED = 7
 SMALL = WorkLimits(requests=20_000, classes=64, seconds=2.0, memory_mib=1024)  # keeps accepted runs short

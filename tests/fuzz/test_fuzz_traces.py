@@ -9,12 +9,12 @@ runs each case in a forked process under 60 s / 4 GiB limits (README: Fuzzing).
 from __future__ import annotations
 
 import pytest
-from conftest import budget
 from fuzzgen import trace_case
 
 from engine import TraceError, from_dict, simulate
 from engine.config.scenario import load_raw
 from engine.config.traces import parse_trace, read_trace
+from tests.support.fuzz import budget
 from ui.frame import uploads
 
 SEED = 11
