@@ -45,23 +45,23 @@ class StaticFeed:
     """Arrivals known in advance (sorted), plus follow-up pieces released while running.
     `next_t` is the time of the next arrival (inf: none known).
 
-    The arrays stay numpy; only a window of `WINDOW` arrivals at a time is a Python list (what
+    The arrays stay numpy; only a window of `window` arrivals at a time is a Python list (what
     `bisect` and slicing are fast on), so a million arrivals do not cost a million Python floats."""
 
     strict = False  # polled at step boundaries: an arrival at a boundary is taken at that boundary
 
-    def __init__(self, ids: np.ndarray, times: np.ndarray, tidy=None):
-        self._ids, self._times = ids, times
+    def __init__(self, ids: np.ndarray, times: np.ndarray, tidy=None, window: int = WINDOW):
+        self._ids, self._times, self.window = ids, times, window
         self.tidy = tidy  # called at each poll, between steps (the step log compacts itself)
         self._load(0)
         self.later: list[tuple[float, int]] = []
         self.next_t = self.times[0] if self.times else math.inf
 
     def _load(self, start: int) -> None:
-        """Make arrivals [start, start + WINDOW) the current window."""
+        """Make arrivals [start, start + window) the current window."""
         self.base, self.pos = start, 0
-        self.ids = self._ids[start:start + WINDOW].tolist()
-        self.times = self._times[start:start + WINDOW].tolist()
+        self.ids = self._ids[start:start + self.window].tolist()
+        self.times = self._times[start:start + self.window].tolist()
 
     def add(self, i: int, t: float) -> None:
         heapq.heappush(self.later, (t, i))
@@ -160,13 +160,14 @@ def sglang_settings(sc: Scenario, names: list[str], lab_priority: list[int]) -> 
 
 
 def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, stop: Stop | None = None,
-             prefilter_min_queue: int = PREFILTER_MIN_QUEUE) -> Result:
+             prefilter_min_queue: int = PREFILTER_MIN_QUEUE, window: int = WINDOW) -> Result:
     """Simulate the scenario; the same scenario (incl. seed) always gives identical results.
 
     `shortcuts` (the running set's plans) and `skip_steps` (runs of pure decode steps in one go)
     change how fast, never what: with both off the engine steps through vLLM's plain loop.
     `stop`: limits past which the run gives up with a WorkLimitError (none by default).
-    `prefilter_min_queue`: a skipping policy's queue longer than this is pre-filtered on KV."""
+    `prefilter_min_queue`: a skipping policy's queue longer than this is pre-filtered on KV;
+    `window`: arrivals turned into Python numbers at a time (tests make it small)."""
     wall0 = time.perf_counter()
     mem = validate(sc)
     wl = build(sc)
@@ -217,11 +218,11 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
         def route(j: int, t: float) -> None:
             gateway.arrive(j, t)
 
-        env.process(_router(env, first, due, route, RouterFeed(due), steps.compact))
+        env.process(_router(env, first, due, route, RouterFeed(due), steps.compact, window))
         env.run(until=until)
         gateway.finish()
     elif len(replicas) == 1:  # no router: the replica's loop runs without SimPy
-        feed = StaticFeed(first, due, steps.compact)
+        feed = StaticFeed(first, due, steps.compact, window)
 
         def route(j: int, t: float) -> None:
             feed.add(j, t)
@@ -237,7 +238,7 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
             best = min(allowed, key=lambda k: (replicas[k].load, k))
             replicas[best].submit(j)
 
-        env.process(_router(env, first, due, route, shared, steps.compact))
+        env.process(_router(env, first, due, route, shared, steps.compact, window))
         env.run(until=until)
     steps.seal()  # the log is complete: compact it before the frames are built
     t_end = steps.end() or 0.0
@@ -249,9 +250,10 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
 
 
-def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, tidy):
+def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, tidy,
+            window: int = WINDOW):
     """Hands each arrival over at its time (and, between steps, lets the step log compact itself)."""
-    for i, t in _pairs(ids, times):
+    for i, t in _pairs(ids, times, window):
         if t > env.now:
             yield env.timeout(t - env.now)
         feed.routed()
@@ -259,10 +261,10 @@ def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, f
         tidy()
 
 
-def _pairs(ids: np.ndarray, times: np.ndarray):
+def _pairs(ids: np.ndarray, times: np.ndarray, window: int = WINDOW):
     """(id, time) as Python numbers, converted a window at a time (not a million at once)."""
-    for k in range(0, len(ids), WINDOW):
-        yield from zip(ids[k:k + WINDOW].tolist(), times[k:k + WINDOW].tolist())
+    for k in range(0, len(ids), window):
+        yield from zip(ids[k:k + window].tolist(), times[k:k + window].tolist())
 
 
 def _scraper(env: simpy.Environment, gateway: Gateway, every: float):
