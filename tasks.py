@@ -38,8 +38,8 @@ RAY_TESTS = ["tests/engine/test_sweep_ray.py"]
 # The whole suite: the tests without a browser spread over the cores (pytest-xdist; each file stays
 # in one worker, so a module's fixtures are built once), then the browser tests one after another
 # (each drives a Streamlit server and Chromium, which already keep two cores busy).
-UNIT = ["-m", "not browser", "-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadfile"]
-BROWSER = ["-m", "browser"]
+UNIT = ["-m", "not browser", "-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadfile", "--durations=15"]
+BROWSER = ["-m", "browser", "--durations=15"]
 QUICK = ["-m", "not slow and not browser", "-x", "-q", "-n", UNIT[3], "--dist", "loadfile"]
 
 
