@@ -7,17 +7,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.seeded import run_until_seeded
+from tests.support.apptest import open_page
 
-APP = "../../app.py"  # relative to this test file (AppTest resolves it so)
 PAGES = ["pages/playground.py", "pages/timeline.py", "pages/p99.py", "pages/compare.py", "pages/story.py",
          "pages/workshop.py", "pages/memory.py", "pages/sweeps.py"]
 
 
 def fresh(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    return open_page(None, **query)
 
 
 def metric(at: AppTest, label: str) -> str:
@@ -347,11 +344,7 @@ def run_until_swept(at: AppTest, timeout_s: float = 120.0) -> AppTest:
 
 def on_page(page: str, **query) -> AppTest:
     """A fresh session whose first request is `page` with the link `query`."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page(page)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    return open_page(page, **query)
 
 
 def test_the_sweep_runs_live_without_a_button_and_is_shared_across_sessions():

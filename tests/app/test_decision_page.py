@@ -6,9 +6,8 @@ import time
 from streamlit.testing.v1 import AppTest
 
 from engine.config.scenario import load_raw
+from tests.support.apptest import open_page
 from ui.frame import uploads
-
-APP = "../../app.py"
 
 
 def settled(at: AppTest, timeout_s: float = 300.0) -> AppTest:
@@ -23,11 +22,7 @@ def settled(at: AppTest, timeout_s: float = 300.0) -> AppTest:
 
 
 def recap(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.switch_page("pages/workshop.py")
-    for k, v in {"lesson": "recap", "seeds": "2", **query}.items():
-        at.query_params[k] = v
-    return at
+    return open_page("pages/workshop.py", timeout=90, run=False, **{"lesson": "recap", "seeds": "2", **query})
 
 
 def tables(at: AppTest) -> list:

@@ -9,9 +9,9 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.support.apptest import open_page
 from ui.teach import room_store
 
-APP = "../../app.py"
 WS = "pages/workshop.py"
 
 
@@ -23,11 +23,7 @@ def room_db(tmp_path, monkeypatch):
 
 
 def on_page(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.switch_page(WS)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    return open_page(WS, timeout=90, **query)
 
 
 def notes(at: AppTest) -> str:

@@ -8,17 +8,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.seeded import captions, run_until_seeded
-
-APP = "../../app.py"
+from tests.support.apptest import open_page
 
 
 def on_page(page: str | None = None, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    if page:
-        at.switch_page(page)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    return open_page(page, **query)
 
 
 def card(at: AppTest, label: str):

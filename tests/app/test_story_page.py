@@ -11,17 +11,14 @@ from streamlit.testing.v1 import AppTest
 
 from engine.config.scenario import load_raw
 from engine.sweeps.story import of_scenario, seeds_of
+from tests.support.apptest import open_page
 
 APP = "../../app.py"  # relative to this file (AppTest resolves it so)
 PAGE = "pages/story.py"
 
 
 def on_page(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page(PAGE)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    return open_page(PAGE, **query)
 
 
 def table(at: AppTest) -> list[dict]:
