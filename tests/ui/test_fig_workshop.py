@@ -21,3 +21,5 @@ def test_runs_are_numbered_under_the_bars_and_named_in_the_legend():
     titles = [a.text for a in fig.layout.annotations]
     assert titles == ["P0 · P99 TTFT (s), SLO 1 s", "P1 · P99 TTFT (s)"]  # no other annotation
     assert [s.y0 for s in fig.layout.shapes] == [1.0]
+    # every panel's axis counts runs: no 0.5/1.5/2.5 ticks where the legend's markers sit (seen at 1280 px)
+    assert [fig.layout[a].type for a in ("xaxis", "xaxis2")] == ["category", "category"]

@@ -56,7 +56,7 @@ def runs_bars(labels: list[str], summaries: list[dict], slos: dict[str, float | 
         slo = slos.get(name)
         if slo is not None:  # the line only: its value is in the panel's title, where no bar covers it
             fig.add_hline(y=slo, line=dict(color=class_color(classes, name), dash="dot", width=1.5), row=1, col=j)
-        fig.update_xaxes(tickangle=0, row=1, col=j)
+        fig.update_xaxes(tickangle=0, type="category", row=1, col=j)  # run numbers, not a scale (1.5 means nothing)
         fig.update_yaxes(rangemode="tozero", row=1, col=j)
     return _style(fig, 380)
 
