@@ -40,11 +40,13 @@ def simulate_case(tmp_path):
     through the same public path a user's trace does. `blocks` is the number of KV blocks requests
     can use: the scenario's `kv.num_blocks` (vLLM's num_gpu_blocks) is one more, vLLM's null block.
     The timelines are worked out for synchronous scheduling unless a test passes `asyn=True`
-    (vLLM's default, async scheduling, sees each step's outputs one call later).
+    (vLLM's default, async scheduling, sees each step's outputs one call later). Other keywords
+    go to `simulate` (e.g. `skip_steps=False`, `around=`).
     """
 
     def run(case: dict, *, blocks: int = 10, block_size: int = 4, budget: int = 100,
-            policy: str = "fcfs", max_seqs: int = 8, asyn: bool = False, overrides: dict | None = None):
+            policy: str = "fcfs", max_seqs: int = 8, asyn: bool = False, overrides: dict | None = None,
+            **engine):
         prefixed = any(len(r) > 3 for _, reqs in case.values() for r in reqs)
         head = "arrived_at,num_prefill_tokens,num_decode_tokens,class"
         rows = [head + (",prefix_group,prefix_tokens" if prefixed else "")]
@@ -61,6 +63,6 @@ def simulate_case(tmp_path):
             "classes": {name: {"priority": prio, "arrival": {"rate": 0}} for name, (prio, _) in case.items()},
             "trace": {"path": str(path), "assign": {"by": "column"}},
         }
-        return simulate(from_dict(apply_overrides(data, overrides or {})))
+        return simulate(from_dict(apply_overrides(data, overrides or {})), **engine)
 
     return run

@@ -27,6 +27,8 @@ methods from `engine.core.mitigations`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .mitigations import Mitigations
@@ -37,6 +39,20 @@ from .step import Budget, Limits, Step
 from .walk import PREFILTER_MIN_QUEUE, Walk
 
 _TOKEN_BUDGET, _RESERVE, _PREEMPTED = int(Reason.TOKEN_BUDGET), int(Reason.RESERVE), int(Reason.PREEMPTED)
+
+
+@dataclass
+class Paths:
+    """How the rules reached their decisions, counted per call: which fast path the running pass
+    took and how often the waiting pass was pre-filtered. The evidence that a comparison of the
+    fast paths with the plain loops (tests) is not vacuous, and where a profile's time goes."""
+
+    uniform_plans: int = 0  # running pass: a plan where every running request decodes, accepted
+    other_plans: int = 0  # running pass: a per-request plan, accepted
+    running_loops: int = 0  # running pass: vLLM's plain loop
+    prefilters: int = 0  # waiting pass: a long queue pre-filtered on KV
+    prefilters_leaving_out: int = 0  # … that left someone out of the walk
+    prefilters_with_hits: int = 0  # … where a prefix-cache hit might help someone (walked anyway)
 
 
 class VLLMRules(Mitigations):
@@ -55,6 +71,7 @@ class VLLMRules(Mitigations):
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
         self._cap = 0  # this call's chunk cap (`Limits.chunk_cap`)
         self._hit: tuple = NO_HIT  # the last admission check's prefix-cache hit (`_why_not`)
+        self.paths = Paths()
 
     def enqueue(self, i: int) -> bool:
         """An arrival enters the waiting queue (or is rejected: `EngineState.enqueue`)."""
@@ -103,10 +120,15 @@ class VLLMRules(Mitigations):
             if pool.fits(plan.growth):  # no growth fails, so the loop below would preempt nobody
                 pool.add(plan.growth)
                 run.accept(plan)
+                if plan.uniform:
+                    self.paths.uniform_plans += 1
+                else:
+                    self.paths.other_plans += 1
                 budget.reserve -= plan.reserve_used
                 budget.shared -= plan.shared_used
                 step.plan = plan
                 return Reason.NONE
+        self.paths.running_loops += 1
         return self._running_loop(budget, now)
 
     def _running_loop(self, budget: Budget, now: float) -> Reason:
@@ -174,6 +196,8 @@ class VLLMRules(Mitigations):
             walk.closed_at = {c: -1 for c in range(len(st.n_running_cls)) if self._at_running_cap(c)}
         long = self.shortcuts and not self.policy.stops_at_misfit and len(order) > self.prefilter_min_queue
         pre = walk.prefilter(st, budget) if long else None
+        if pre is not None:
+            self._count_prefilter(walk, pre[0])
         evicted_before = len(step.preempted)
         self._walk(walk, order, budget, now, pre)
         if pre is not None:
@@ -184,6 +208,12 @@ class VLLMRules(Mitigations):
         late = step.preempted[evicted_before:]  # evicted by the walk (preempt policy): waiting now
         if late:
             step.also_waiting(late, Reason.PREEMPTED)
+
+    def _count_prefilter(self, walk: Walk, codes: np.ndarray) -> None:
+        paths = self.paths
+        paths.prefilters += 1
+        paths.prefilters_leaving_out += bool(codes.any())
+        paths.prefilters_with_hits += walk.findable is not None and bool(walk.findable.any())
 
     def _walk(self, walk: Walk, order: list[int], budget: Budget, now: float, pre) -> None:
         st, lim, stops = self.state, self.lim, self.policy.stops_at_misfit

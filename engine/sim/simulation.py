@@ -160,14 +160,16 @@ def sglang_settings(sc: Scenario, names: list[str], lab_priority: list[int]) -> 
 
 
 def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, stop: Stop | None = None,
-             prefilter_min_queue: int = PREFILTER_MIN_QUEUE, window: int = WINDOW) -> Result:
+             prefilter_min_queue: int = PREFILTER_MIN_QUEUE, window: int = WINDOW, around=None) -> Result:
     """Simulate the scenario; the same scenario (incl. seed) always gives identical results.
 
     `shortcuts` (the running set's plans) and `skip_steps` (runs of pure decode steps in one go)
     change how fast, never what: with both off the engine steps through vLLM's plain loop.
     `stop`: limits past which the run gives up with a WorkLimitError (none by default).
     `prefilter_min_queue`: a skipping policy's queue longer than this is pre-filtered on KV;
-    `window`: arrivals turned into Python numbers at a time (tests make it small)."""
+    `window`: arrivals turned into Python numbers at a time (tests make it small);
+    `around(rules)`: what each replica uses as its rulebook instead (tests: a spy on the rules, a
+    fault injected into `schedule`) — the rules' interface is what `Replica` calls."""
     wall0 = time.perf_counter()
     mem = validate(sc)
     wl = build(sc)
@@ -202,6 +204,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
     watch = stop.watch(lambda: sum(rep.k for rep in replicas)) if stop is not None else None
     for k in range(sc.replicas.count):
         rules = _scheduler(sc, mem, wl, rs, shortcuts, prefilter_min_queue)
+        if around is not None:
+            rules = around(rules)
         replicas.append(Replica(k, env, rs, rules, cost, log, steps, on_finish, until=until, skip=skip, watch=watch))
 
     first = np.flatnonzero(np.isfinite(rs.arrival) & (rs.status != Status.REJECTED))

@@ -18,7 +18,7 @@ from test_properties import scenarios
 from engine import from_dict, load, simulate
 from engine.config.scenario import apply_overrides, load_raw
 from engine.core.running import COMP, END, SEQ, RunningSet
-from engine.core.vllm_rules import VLLMRules
+from tests.support.rules import keeping
 
 FRAMES = ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts")
 MODES = ({}, {"skip_steps": False}, {"skip_steps": False, "shortcuts": False})
@@ -57,19 +57,17 @@ def test_shortcuts_change_nothing_on_the_default_scenario(overrides):
     assert_same(three_ways(sc))
 
 
-def test_the_shortcuts_are_really_taken(monkeypatch):
+def test_the_shortcuts_are_really_taken():
     """Guard against a vacuous comparison: with small prefill chunks (threshold 64) the default
     scenario has many uniform decode plans, many per-request plans and few steps that need the
     sequential loop; without it, most steps are skipped over in runs."""
-    uniform, general, loop = [], [], []
-    real_accept, real_loop = RunningSet.accept, VLLMRules._running_loop
-    monkeypatch.setattr(RunningSet, "accept", lambda self, plan: (
-        (uniform if plan.uniform else general).append(1), real_accept(self, plan))[1])
-    monkeypatch.setattr(VLLMRules, "_running_loop", lambda self, b, now: (loop.append(1), real_loop(self, b, now))[1])
-    res = simulate(load("default", {"scheduler.long_prefill_token_threshold": 64}))
+    seen = []
+    res = simulate(load("default", {"scheduler.long_prefill_token_threshold": 64}), around=keeping(seen))
+    paths = seen[0].paths
+    uniform, general, loop = paths.uniform_plans, paths.other_plans, paths.running_loops
     steps, rows = len(res.steps), len(res.step_runs)
-    assert len(uniform) > 50 and len(general) > 0.5 * rows
-    assert len(loop) < 0.1 * len(general)
+    assert uniform > 50 and general > 0.5 * rows
+    assert loop < 0.1 * general
     assert steps > rows
     plain = simulate(load("default"))
     assert len(plain.steps) > 2.5 * len(plain.step_runs)  # most decode steps are skipped over in runs

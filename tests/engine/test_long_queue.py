@@ -8,11 +8,11 @@ every queue length and with the plain walk (`shortcuts=False`), and require iden
 from __future__ import annotations
 
 import pandas.testing as pdt
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.core.walk as walk
 from engine import from_dict, simulate
+from tests.support.rules import keeping
 
 
 def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int, kv_reserve: int,
@@ -37,52 +37,42 @@ def overloaded(seed: int, blocks: int, budget: int, max_seqs: int, reserve: int,
     return data
 
 
-def run_both(data: dict, monkeypatch=None):
+def run_both(data: dict, seen: list | None = None):
+    """The plain walk and the pre-filtered one (`seen`: keeps the latter's rulebook, with its counts)."""
     sc = from_dict(data)
     walk_all = simulate(sc, shortcuts=False)
-    filtered = simulate(sc, prefilter_min_queue=0)
+    filtered = simulate(sc, prefilter_min_queue=0, around=keeping(seen if seen is not None else []))
     return walk_all, filtered
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), blocks=st.integers(40, 200), budget=st.sampled_from([16, 48, 128]),
        max_seqs=st.integers(2, 12), reserve=st.sampled_from([0, 8]), kv_reserve=st.sampled_from([0, 10]),
        cap_running=st.sampled_from([None, 2]), cap_kv=st.sampled_from([None, 60]),
        watermark=st.sampled_from([0.0, 0.05]), system_prompt=st.sampled_from([0, 0, 12]))
-def test_prefilter_changes_nothing(monkeypatch, seed, blocks, budget, max_seqs, reserve, kv_reserve,
+def test_prefilter_changes_nothing(seed, blocks, budget, max_seqs, reserve, kv_reserve,
                                    cap_running, cap_kv, watermark, system_prompt):
     a, b = run_both(overloaded(seed, blocks, budget, max_seqs, reserve, kv_reserve, cap_running, cap_kv,
-                               watermark, system_prompt), monkeypatch)
+                               watermark, system_prompt))
     for name in ("requests", "steps", "waits", "holders", "admissions", "episodes"):
         pdt.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
 
 
-def test_the_long_queue_case_is_really_long(monkeypatch):
+def test_the_long_queue_case_is_really_long():
     """Guard against a vacuous test: the workloads above do build queues well over the threshold,
     and the pre-filter really runs (and leaves requests out of the walk)."""
-    calls = []
-    real = walk.Walk.prefilter
-    monkeypatch.setattr(walk.Walk, "prefilter", lambda w, st, budget: (calls.append(r := real(w, st, budget)), r)[1])
-    a, _ = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0), monkeypatch)
+    seen = []
+    a, _ = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0), seen)
     waiting = a.steps[[c for c in a.steps if c.startswith("waiting_P")]].sum(axis=1)
     assert waiting.max() > 50
-    filtered = [c for c in calls if c is not None]
-    assert len(filtered) > 10 and any((codes != 0).any() for codes, _ in filtered)
+    assert seen[0].paths.prefilters > 10 and seen[0].paths.prefilters_leaving_out > 0
 
 
-def test_the_prefilter_runs_beside_the_prefix_cache(monkeypatch):
+def test_the_prefilter_runs_beside_the_prefix_cache():
     """With a class system prompt (hits possible) and preemptions (cached segments), the pre-filter
     still runs, walks every request a hit may help, and changes nothing."""
     seen = []
-    real = walk.Walk.prefilter
-
-    def spy(w, st, budget):
-        r = real(w, st, budget)
-        seen.append(r is not None and w.findable is not None and bool(w.findable.any()))
-        return r
-    monkeypatch.setattr(walk.Walk, "prefilter", spy)
-    a, b = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0, system_prompt=12), monkeypatch)
-    assert sum(seen) > 10
+    a, b = run_both(overloaded(1, 60, 16, 12, 0, 0, None, None, 0.0, system_prompt=12), seen)
+    assert seen[0].paths.prefilters_with_hits > 10
     for name in ("requests", "steps", "waits", "holders", "admissions", "episodes"):
         pdt.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)

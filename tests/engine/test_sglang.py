@@ -19,9 +19,9 @@ from engine.config.scenario import ScenarioError
 from engine.config.workload import build
 from engine.core.reasons import Reason
 from engine.core.requests import Requests, Status
-from engine.core.sglang_rules import SGLangRules
 from engine.sim.preflight import validate
 from engine.sim.simulation import _scheduler
+from tests.support.rules import Around
 
 STEP = 0.01
 DECAY = (0.7 - 0.7 * 0.14) / 600  # (init − min) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
@@ -366,26 +366,23 @@ def workloads(draw):
     return classes, kw
 
 
-_SCHEDULE = SGLangRules.schedule
-
-
 def _checked_schedule(mixed: bool):
     """`schedule` plus the iteration rule: the requests given tokens are either the prefill batch
     (admitted now, or the chunked request carried over) or the running batch decoding — both
     only with mixed chunk. (The step log cannot tell: a recomputed request's re-prefilled outputs
     count as decode tokens there.)"""
 
-    def schedule(self, now, unchanged=None):
-        carried = self.chunked
-        step = _SCHEDULE(self, now, unchanged)
-        run = self.running
+    def schedule(rules, now, unchanged):
+        carried = rules.chunked
+        step = rules.schedule(now, unchanged)
+        run = rules.running
         given = [run.ids[p] for p in range(len(run)) if run.tokens_of(p)[0]]
         batch = set(step.admitted) | {carried}
         in_batch = [i in batch for i in given]
         assert mixed or all(in_batch) or not any(in_batch), (given, batch)
         return step
 
-    return schedule
+    return lambda rules: Around(rules, schedule)
 
 
 @PROPS
@@ -394,9 +391,7 @@ def test_invariants_hold_on_random_workloads(case):
     classes, kw = case
     sc = _scenario(classes, drain_limit_s=600.0, **kw)
     mixed = kw["sglang"]["enable_mixed_chunk"]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(SGLangRules, "schedule", _checked_schedule(mixed))
-        res = simulate(sc)
+    res = simulate(sc, around=_checked_schedule(mixed))
     r, steps = res.requests, res.steps
     assert r["id"].is_unique
     assert r["status"].isin(["finished", "rejected"]).all()  # every request ends, exactly once

@@ -14,6 +14,7 @@ from timeline_helpers import row, waits_of
 
 from engine import load, simulate
 from engine.sim.result import overtakers
+from tests.support.rules import Around
 
 # --- head-of-line stop vs backfill skip ------------------------------------------------------
 
@@ -325,45 +326,42 @@ def test_self_preemption_under_priority_lets_the_pass_go_on(simulate_case):
 # --- a schedule() call that schedules nothing -----------------------------------------------------
 
 
-def _empty_call_at(monkeypatch, t_empty: float, changed: bool) -> list:
-    """Make the first schedule() call at t_empty schedule nothing (as if it had preempted every
-    running request, or had changed nothing at all); the calls after it run as usual."""
+def _empty_call_at(t_empty: float, changed: bool) -> tuple[list, object]:
+    """Rules whose first schedule() call at t_empty schedules nothing (as if it had preempted
+    every running request, or had changed nothing at all); the calls after it run as usual.
+    Returns the calls' times and the `around` that makes them (run one call per step)."""
     from engine.core.step import Step
-    from engine.core.vllm_rules import VLLMRules
-    from engine.sim.replica import Replica
 
-    monkeypatch.setattr(Replica, "_quiet_steps", lambda self, last, feed: None)  # one call per step
-    real, calls = VLLMRules.schedule, []
+    calls = []
 
-    def schedule(self, now, *args):
+    def schedule(rules, now, unchanged):
         calls.append(now)
         if now == t_empty and calls.count(now) == 1:
             step = Step(None)
             step.flushed = changed
             return step
-        return real(self, now, *args)
+        return rules.schedule(now, unchanged)
 
-    monkeypatch.setattr(VLLMRules, "schedule", schedule)
-    return calls
+    return calls, lambda rules: Around(rules, schedule)
 
 
-def test_an_empty_call_that_changes_something_takes_no_time(simulate_case, monkeypatch):
+def test_an_empty_call_that_changes_something_takes_no_time(simulate_case):
     """One request (prompt 4, output 3): steps at t=0, 1, 2. The first call at t=1 schedules
     nothing but changed the engine's state (vLLM: every running request preempted, or async
     outputs taken in): no forward pass, no time — the next call, at the same t=1, builds step 1,
     and the request still finishes at t=3."""
-    calls = _empty_call_at(monkeypatch, 1.0, changed=True)
-    res = simulate_case({"P0": (0, [(0.0, 4, 3)])})
+    calls, around = _empty_call_at(1.0, changed=True)
+    res = simulate_case({"P0": (0, [(0.0, 4, 3)])}, skip_steps=False, around=around)
     assert calls == [0.0, 1.0, 1.0, 2.0]
     assert res.steps["t_s"].tolist() == [0.0, 1.0, 2.0] and row(res, "P0").finish_s == 3.0
 
 
-def test_an_empty_call_that_changes_nothing_is_an_idle_step(simulate_case, monkeypatch):
+def test_an_empty_call_that_changes_nothing_is_an_idle_step(simulate_case):
     """Same, but the empty call changed nothing: repeating it at once could loop forever, so it
     is an idle step of the usual length (t=1..2, no row in the step log: no forward pass) and
     the request finishes a step later, at t=4."""
-    calls = _empty_call_at(monkeypatch, 1.0, changed=False)
-    res = simulate_case({"P0": (0, [(0.0, 4, 3)])})
+    calls, around = _empty_call_at(1.0, changed=False)
+    res = simulate_case({"P0": (0, [(0.0, 4, 3)])}, skip_steps=False, around=around)
     assert calls == [0.0, 1.0, 2.0, 3.0]
     assert row(res, "P0").finish_s == 4.0
 
