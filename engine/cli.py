@@ -18,7 +18,7 @@ from pathlib import Path
 from .config.literal import clip
 from .config.scenario import ScenarioError, bench_names, load, load_with_sets, scenario_names
 from .config.traces import TraceError
-from .sim.limits import BATCH, Stop, WorkLimitError
+from .sim.limits import BATCH, Stop, WorkLimitError, WorkLimits
 from .sim.metrics import clean
 from .sim.preflight import preflight
 from .sweeps.capacity_cli import COMMANDS as CAPACITY_COMMANDS
@@ -68,8 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, limits: WorkLimits = BATCH, table=None, simulate=None) -> int:
+    """The command line. `limits`: the work cap a run must stay under (`--no-work-limit` lifts it);
+    `table`: the groups `capacity --table` runs (the shipped `capacity.TABLE`); `simulate`: what
+    `run` calls (the engine's); tests hand in small or failing ones instead of patching modules."""
     args = _parser().parse_args(argv)
+    args.limits, args.groups, args.simulate = limits, table, simulate
     try:
         commands = {"run": _run, "list": _list, "validate": _validate, "bench": _bench, **SWEEP_COMMANDS,
                     **CAPACITY_COMMANDS, **STORY_COMMANDS}
@@ -93,7 +97,6 @@ def _fail(message: str, code: int) -> int:
 
 
 def _run(args) -> int:
-    from .sim.simulation import simulate
     from .sweeps.evidence import RunSamples, default_seeds, over_seeds, report
 
     if not 1 <= args.seeds <= MAX_SEEDS:
@@ -101,15 +104,17 @@ def _run(args) -> int:
     if args.seeds > 1 and args.out:
         raise ScenarioError("--out writes one run's frames: use it without --seeds (or with --seeds 1)")
     sc = load_with_sets(args.scenario, args.sets, args.seed, args.allow)
-    work = preflight(sc, None if args.no_work_limit else BATCH)
-    stop = None if args.no_work_limit else Stop(seconds=BATCH.seconds, key=work.key_steps)
+    work = preflight(sc, None if args.no_work_limit else args.limits)
+    stop = None if args.no_work_limit else Stop(seconds=args.limits.seconds, key=work.key_steps)
     if args.seeds > 1:
         rep = report(over_seeds(sc, default_seeds(sc.seed, args.seeds), stop=stop))
         print(json.dumps(clean(rep)) if args.json else format_seeds(rep))
         return 0
     if args.out:
         _writable(args.out, lambda: args.out.mkdir(parents=True, exist_ok=True))  # before a long run, not after
-    res = simulate(sc, stop=stop)
+    if args.simulate is None:
+        from .sim.simulation import simulate
+    res = (args.simulate or simulate)(sc, stop=stop)
     if args.out:
         for name in ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts"):
             _writable(args.out, lambda name=name: getattr(res, name).to_csv(args.out / f"{name}.csv", index=False))
@@ -216,7 +221,7 @@ def _list(args) -> int:
 
 def _validate(args) -> int:
     sc = load(args.file, allow_dirs=tuple(args.allow))
-    w = preflight(sc, None if args.no_work_limit else BATCH)
+    w = preflight(sc, None if args.no_work_limit else args.limits)
     print(f"ok: {clip(sc.name)} ({len(sc.class_names)} classes, policy {sc.scheduler.policy}; about "
           f"{w.requests:,.0f} requests, {w.steps:,.0f} steps, an estimated {w.seconds:.1f} s and "
           f"{w.memory_mib:,.0f} MiB)")

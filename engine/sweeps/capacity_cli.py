@@ -50,7 +50,7 @@ def cmd_capacity(args) -> int:
         raise ScenarioError("capacity --table runs the shipped scenarios: --set and --seed are for one scenario")
     spec = {"capacity": args.scenario or "table", "sets": args.sets, "seed": args.seed, "seeds": args.seeds}
     if args.table:  # each block on its scenario's own seeds, in its own folder
-        blocks = [(g.title, capacity.group_configs(g)) for g in capacity.TABLE]
+        blocks = [(g.title, capacity.group_configs(g)) for g in (args.groups or capacity.TABLE)]
         out = args.out or Path("runs") / "capacity-table"
     else:
         sc = load_with_sets(args.scenario, args.sets, args.seed, args.allow)

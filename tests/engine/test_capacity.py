@@ -180,13 +180,13 @@ def test_capacity_command_matches_the_search_in_process(tmp_path):
     assert "as given: capacity 2× of the offered load on 1 GPU(s)" in table.stdout
 
 
-def test_capacity_table_in_process(tmp_path, monkeypatch, capsys):
+def test_capacity_table_in_process(tmp_path, capsys):
     from engine.cli import main
 
     path = tmp_path / "seat.yaml"
     path.write_text(yaml.safe_dump(one_seat()))
-    monkeypatch.setattr(cap, "TABLE", (cap.Group("seat", str(path), {}, "reserve"),))
-    assert main(["capacity", "--table", "--seeds", "1", "--out", str(tmp_path / "t"), "--quiet"]) == 0
+    table = (cap.Group("seat", str(path), {}, "reserve"),)
+    assert main(["capacity", "--table", "--seeds", "1", "--out", str(tmp_path / "t"), "--quiet"], table=table) == 0
     out = capsys.readouterr().out
     assert "seat (seeds 0–0, 1 per tested load)" in out
     rows = {ln.split("  ")[0]: ln for ln in out.splitlines()}

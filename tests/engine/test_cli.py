@@ -187,16 +187,16 @@ def test_unknown_scenario_name_lists_the_shipped_ones():
 # Malformed input of every kind: one `error:` line, exit 2 (in-process for speed, a few for real)
 
 
-def _main(capsys, *args: str) -> tuple[int, str, str]:
+def _main(capsys, *args: str, **seams) -> tuple[int, str, str]:
     from engine.cli import main
 
-    code = main(list(args))
+    code = main(list(args), **seams)
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def _one_error(capsys, *args: str, must: tuple[str, ...] = (), code: int = 2) -> str:
-    rc, out, err = _main(capsys, *args)
+def _one_error(capsys, *args: str, must: tuple[str, ...] = (), code: int = 2, **seams) -> str:
+    rc, out, err = _main(capsys, *args, **seams)
     assert rc == code, (rc, out, err)
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -289,30 +289,29 @@ def test_work_cap_names_the_key_and_can_be_lifted(capsys, monkeypatch):
     # the cap is on the estimate only: with the flag, validate accepts it (no run needed)
     rc, out, err = _main(capsys, "validate", "scenarios/default.yaml", "--no-work-limit")
     assert rc == 0 and out.startswith("ok: default") and err == ""
-    from engine.sim import limits
+    from engine.sim.limits import WorkLimits
 
-    monkeypatch.setattr(limits, "BATCH", limits.WorkLimits(requests=100, classes=2, seconds=None, memory_mib=None))
-    monkeypatch.setattr("engine.cli.BATCH", limits.BATCH)
-    _one_error(capsys, "validate", "scenarios/default.yaml", must=("classes", "3 classes", "2 allowed"))
+    _one_error(capsys, "validate", "scenarios/default.yaml", must=("classes", "3 classes", "2 allowed"),
+               limits=WorkLimits(requests=100, classes=2, seconds=None, memory_mib=None))
 
 
 def test_a_bug_is_one_line_with_exit_1(capsys, monkeypatch):
     def boom(sc, **_options):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("engine.sim.simulation.simulate", boom)
-    line = _one_error(capsys, "run", "default", code=1, must=("internal error", "RuntimeError", "boom second line"))
+    line = _one_error(capsys, "run", "default", code=1, must=("internal error", "RuntimeError", "boom second line"),
+                      simulate=boom)
     assert "Traceback" not in line
     monkeypatch.setenv("INVERSION_LAB_DEBUG", "1")
     with pytest.raises(RuntimeError):
-        _main(capsys, "run", "default")
+        _main(capsys, "run", "default", simulate=boom)
 
 
-def test_bad_out_folder_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+def test_bad_out_folder_is_refused_before_the_run(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    monkeypatch.setattr("engine.sim.simulation.simulate", lambda sc: pytest.fail("ran before checking --out"))
-    _one_error(capsys, "run", "default", "--out", str(blocker / "sub"), must=("--out", "cannot write"))
+    _one_error(capsys, "run", "default", "--out", str(blocker / "sub"), must=("--out", "cannot write"),
+               simulate=lambda sc, **_: pytest.fail("ran before checking --out"))
 
 
 def test_names_with_control_characters_are_refused_without_echoing_them(tmp_path, capsys):

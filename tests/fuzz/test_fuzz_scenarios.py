@@ -28,10 +28,9 @@ def workdir(tmp_path_factory):
     return folder
 
 
-def _check(path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "BATCH", SMALL)
+def _check(path, capsys):
     for args in (["validate", str(path)], ["run", str(path), "--json"]):
-        code = cli.main(args)
+        code = cli.main(args, limits=SMALL)
         out, err = capsys.readouterr()
         if code == 0:
             assert err == "", (args, err)
@@ -47,18 +46,18 @@ def _check(path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("k", range(len(ATTACKS)), ids=[a[0] for a in ATTACKS])
-def test_known_attacks(k, workdir, capsys, monkeypatch, watchdog):
+def test_known_attacks(k, workdir, capsys, watchdog):
     label, name, make = ATTACKS[k]
     import random
 
     path = workdir / f"attack-{name}"
     path.write_bytes(make(random.Random(k)))
-    _check(path, capsys, monkeypatch)
+    _check(path, capsys)
 
 
 @pytest.mark.parametrize("i", range(budget(40)))
-def test_mutated_scenarios(i, workdir, capsys, monkeypatch, watchdog):
+def test_mutated_scenarios(i, workdir, capsys, watchdog):
     label, name, data = scenario_case(SEED, i)
     path = workdir / f"m{i}-{name}"
     path.write_bytes(data)
-    _check(path, capsys, monkeypatch)
+    _check(path, capsys)
