@@ -50,6 +50,11 @@ class Clock:
             self.tick += ticks
             self.now = self.origin + self.tick * self.grid
 
+    def run_end(self, m: int, summed: float) -> float:
+        """When a run of m steps from here ends: m ticks on (grid), else `summed`, the float sum of
+        its step times that stepping makes."""
+        return self.at(m) if self.grid is not None else summed
+
     def pass_run(self, m: int, t_end: float) -> float:
         """Move to the end of a run of m steps (on the grid m ticks on; otherwise `t_end`, the float
         sum stepping makes); returns the new boundary."""

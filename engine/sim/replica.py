@@ -49,13 +49,11 @@ class Replica:
         self.until, self.skip = until, skip and rules.multi_step  # (SGLang's loop: every step decided)
         self.watch = watch  # called every WATCH_EVERY turns of the loop with `now` (may stop the run)
         self.k = 0
-        self.clock = Clock(cost.fixed_s)  # the engine's own time (`now`): exact boundaries
-        self.grid = cost.fixed_s  # a fixed step: boundaries are origin + tick × grid
+        self.clock = Clock(cost.fixed_s)  # the engine's own time (`now`): on a fixed step, origin + tick × dt
         self.sim = 0.0  # SimPy's clock as it would read: the sum of the waits yielded
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
-        self._classes = len(self.pool.used_cls)
         self._carried: list[int] = []  # requests preempted by empty schedule() calls since the last step
 
     @property
@@ -112,7 +110,7 @@ class Replica:
         when the next one is due."""
         st, skip = self.state, self.skip
         running, queued = st.running, st.queue.order
-        strict, clock, eps = feed.strict and self.grid is not None, self.clock, self.clock.eps
+        strict, clock, eps = feed.strict and self.clock.grid is not None, self.clock, self.clock.eps
         clock.start(0.0)
         self.sim = 0.0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
@@ -185,9 +183,8 @@ class Replica:
         for i in finished:
             self.on_finish(i, self.now)
         self._last_row = row
-        if not step.uniform or finished or step.finished and not self.rules.still_waiting(step):
-            return None
-        return step
+        quiet = step.uniform and not finished and not (step.finished and not self.rules.still_waiting(step))
+        return step if quiet else None
 
     def _sleep(self, feed):
         """Nothing to do: sleep until the feed's next arrival, or until the router wakes us; the
@@ -205,7 +202,7 @@ class Replica:
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
-        t_end = self.clock.at(m) if self.grid is not None else starts[-1] + dts[-1]
+        t_end = self.clock.run_end(m, starts[-1] + dts[-1])
         wait = max(t_end - self.sim, 0.0)
         self.sim += wait
         yield wait
@@ -225,8 +222,7 @@ class Replica:
         first finish), the feed (the next arrival), the wait log (the next alert), the run's time
         limit, the KV pool (growth that fits and leaves every waiting request's reason as it is)
         — and the run is the shortest of them."""
-        st, clock = self.state, self.clock
-        run = st.running
+        st, clock, run = self.state, self.clock, self.state.running
         if (m := self.rules.horizon(last)) is None:
             return None
         n = len(run.ids)
@@ -241,7 +237,7 @@ class Replica:
             self.pool.waiting_limits(last.need, last.reasons, self.rs.cls[last.waiting], bool(run))
         table, at, _ = run.growth_table()
         kv = self.pool.steps_within(table, at, m, total, rooms)
-        c = self._classes
+        c = len(self.pool.used_cls)
         m = len(kv) // c
         if not m:
             return None
