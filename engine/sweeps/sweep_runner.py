@@ -165,8 +165,9 @@ class Session:
     def execute(self, runs: Sequence[Run], on_run: Callable[[Run, list[dict]], None], *,
                 batch: int | None = None) -> None:
         """`execute` on this session's backend, bar, checkpoints and task."""
-        execute(runs, self.backend, on_run, progress=self.bar, checkpoint=self.store.checkpoint if self.store else None,
-                checkpoint_s=self.checkpoint_s, batch=batch, task=self.task)
+        checkpoint = self.store.checkpoint if self.store is not None else None
+        execute(runs, self.backend, on_run, progress=self.bar, checkpoint=checkpoint, checkpoint_s=self.checkpoint_s,
+                batch=batch, task=self.task)
 
     def run(self, runs: Iterable[Run]) -> None:
         """One round: give every run of `runs` its rows in `self.rows` — those already there are
