@@ -17,20 +17,10 @@ from engine.sweeps import sweep_exec
 from engine.sweeps.plan import run_plan
 from engine.sweeps.sweep import SweepError, load_spec, parse_spec, run_summaries, run_sweep
 from engine.sweeps.sweep_store import read_manifest
-from tests.sweep_fixtures import TINY_PLAN_BASE, InlineBackend, spec_data
+from tests.sweep_fixtures import ONE_SEAT, TINY_PLAN_BASE, InlineBackend, spec_data
 
 SWEEP_SESSION = ["started", "ended", "status", "backend", "workers", "wall_s", "ran"]
 SEARCH_SESSION = ["started", "ended", "status", "backend", "workers", "ran"]  # plan and capacity
-
-# one seat, fixed 10 ms steps (test_capacity.ONE_SEAT, 5 s of arrivals): a search of a few dozen short runs
-ONE_SEAT = {
-    "name": "one-seat", "seed": 0, "duration_s": 5, "warmup_s": 0,
-    "kv": {"num_blocks": 1000, "block_size": 16}, "cost": {"model": "fixed", "step_time_s": 0.01},
-    "scheduler": {"policy": "fcfs", "max_num_seqs": 1, "max_num_batched_tokens": 64},
-    "classes": {"A": {"priority": 0, "arrival": {"process": "gamma", "rate": 10, "cv": 0.001},
-                      "prompt": {"dist": "constant", "value": 1}, "output": {"dist": "constant", "value": 5},
-                      "slo": {"ttft_s": 0.05}}},
-}
 
 
 class Refusing(InlineBackend):
@@ -68,7 +58,8 @@ def tiny_plan(tmp_path, replicas=(1, 8)):
 
 
 def one_seat():
-    return [cap.config("a", from_dict(copy.deepcopy(ONE_SEAT)))]
+    """The one-seat engine with 5 s of arrivals: a capacity search of a few dozen short runs."""
+    return [cap.config("a", from_dict({**copy.deepcopy(ONE_SEAT), "duration_s": 5}))]
 
 
 def test_an_interrupted_plan_finishes_its_output_and_resumes_to_the_same_plan(tmp_path):
