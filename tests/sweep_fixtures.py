@@ -1,5 +1,5 @@
 """Shared pieces of the sweep tests (engine, ui, app): small specs, a backend that runs tasks in
-this process, a small plan output."""
+this process, a small plan output, a one-seat engine whose capacity is worked out by hand."""
 
 from __future__ import annotations
 
@@ -76,3 +76,21 @@ def tiny_plan_output(out):
                                     "grid": {"scheduler.policy": ["fcfs", "priority"]}}))
     run_plan(load_spec(spec), out, InlineBackend(), progress=False)
     return out
+
+
+# One seat (max_num_seqs 1), fixed 10 ms steps, 1-token prompts and 5-token outputs: a request
+# holds the seat for exactly D = 5 steps = 0.05 s (its prefill step samples the first token, four
+# decode steps follow) and has TTFT = one step (0.01 s) when it finds the seat free. Arrivals are
+# gamma with cv 0.001 — periodic to within 0.05 ms. At load scale s the gap between arrivals is
+# 1 / (10 s): while it is longer than D (s < 2) every request finds the seat free, TTFT = 0.01 s.
+# Above s = 2 (ρ = 10 s D > 1) each request waits (D − gap) longer than the one before: at
+# s = 2.022 the 396th of 404 requests (the P99's rank) waits about 396 × 0.54 ms = 0.21 s, over
+# the 0.05 s SLO. So the capacity is 2: the search must bracket it within 2 %.
+ONE_SEAT = {
+    "name": "one-seat", "seed": 0, "duration_s": 20, "warmup_s": 0,
+    "kv": {"num_blocks": 1000, "block_size": 16}, "cost": {"model": "fixed", "step_time_s": 0.01},
+    "scheduler": {"policy": "fcfs", "max_num_seqs": 1, "max_num_batched_tokens": 64},
+    "classes": {"A": {"priority": 0, "arrival": {"process": "gamma", "rate": 10, "cv": 0.001},
+                      "prompt": {"dist": "constant", "value": 1}, "output": {"dist": "constant", "value": 5},
+                      "slo": {"ttft_s": 0.05}}},
+}

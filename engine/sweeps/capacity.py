@@ -32,9 +32,9 @@ the GPU can still carry. Three figures answer that (DESIGN §6):
 
 A remedy's **cost** is the capacity per GPU it loses (%) against the configuration without it.
 
-Runs go through the sweep runner (`engine.sweeps.sweep.execute`, batched; the CLI uses local processes) into
-a resumable output directory (`engine.sweeps.sweep_store`: parts keyed by run id), so a rerun reuses
-every run already made and a search interrupted half-way resumes. `python -m engine capacity`
+Runs go through the sweep runner (`engine.sweeps.sweep_runner.Session`, batched; the CLI uses local
+processes) into a resumable output directory (`engine.sweeps.sweep_store`: parts keyed by run id),
+so a rerun reuses every run already made and a search interrupted half-way resumes. `python -m engine capacity`
 (`engine.sweeps.capacity_cli`) prints it; `--table` does it for default, classic-inversion and
 budget-bound with and without each remedy (`TABLE`).
 """
@@ -56,7 +56,8 @@ from ..config.scenario import Scenario, ScenarioError, apply_overrides, from_dic
 from ..sim.preflight import validate
 from .evidence import mean_of
 from .slo import rows_ok
-from .sweep import Bar, Run, execute, run_id
+from .sweep_runner import Session, stored_rows
+from .sweep_runs import Run, run_id
 
 TOLERANCE = 0.02  # stop when the bracket's ends are within 2 %
 S_MIN, S_MAX = 1 / 8, 64.0  # below 1/8 of the load a top class has a handful of requests a run
@@ -64,6 +65,7 @@ SAT_START, SAT_MAX = 2.0, 16.0
 SAT_RAMP = 0.25  # the first quarter of the arrival window (after warm-up) is left out: the queue builds
 SAT_DRAIN_S = 1.0
 MAX_REPLICAS = 64  # the schema's limit
+KNOBS = ["config", "kind", "load_scale", "replicas.count"]  # the output table's columns of a tested point
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,21 +321,12 @@ def search(configs: list[Config], seeds: Sequence[int], backend=None, *, out: st
            checkpoint_s: float = 5.0) -> Outcome:
     """Run every configuration's searches together, one round of runs at a time (so a round fills
     the backend), through the sweep runner; with `out`, into a resumable output directory."""
-    from .sweep_exec import LocalBackend
-    from .sweep_store import Store, read_parts
+    from .sweep_store import Store
 
     seeds = tuple(int(s) for s in seeds)
-    own = backend is None
-    backend = backend or LocalBackend()
     store = Store.open(out, kind="capacity", spec=spec or {}, fresh=fresh) if out is not None else None
-    cached: dict[str, list[dict]] = {}
-    if store is not None and store.done:
-        parts = read_parts(store.out)
-        cached = {rid: g.drop(columns="run").to_dict("records") for rid, g in parts.groupby("run")}
-    every: dict[str, Run] = {}
-    reused = ran = 0
-    status, bar = "interrupted", None
-    try:
+    with Session(store, backend, label="capacity", progress=progress, checkpoint_s=checkpoint_s,
+                 task=run_batch_capacity, knobs=KNOBS, rows=stored_rows(store)) as session:
         while True:
             wanted: list[tuple[Config, str, Any, list[Run]]] = []
             for c in configs:
@@ -349,45 +342,14 @@ def search(configs: list[Config], seeds: Sequence[int], backend=None, *, out: st
                 if any(c.cap.next() or c.sat.next() or (c.gpus and c.gpus.next()) for c in configs):
                     continue  # a point recorded without runs opened another
                 break
-            fresh_runs: dict[str, Run] = {}
             for c, _kind, _value, runs in wanted:
-                for run in runs:
-                    every.setdefault(run.run_id, run)
-                    c.runs.add(run.run_id)
-                    if run.run_id in cached:
-                        reused += 1
-                    else:
-                        fresh_runs.setdefault(run.run_id, run)
-            if store is not None:
-                store.set_runs(list(every.values()), ["config", "kind", "load_scale", "replicas.count"])
-            if progress and fresh_runs:
-                bar = bar or Bar(0, 0, "capacity")
-                bar.grow(len(fresh_runs))
-
-            def keep(run: Run, rows: list[dict]) -> None:
-                if store is not None:
-                    store.add(run, rows)
-                cached[run.run_id] = rows
-
-            execute(list(fresh_runs.values()), backend, keep, progress=bar,
-                    checkpoint=store.checkpoint if store is not None else None, checkpoint_s=checkpoint_s,
-                    task=run_batch_capacity)
-            ran += len(fresh_runs)
+                c.runs.update(run.run_id for run in runs)
+            session.run(run for *_, runs in wanted for run in runs)
             for c, kind, value, runs in wanted:
                 record(c, kind, value, [dict(row, seed=run.seed, run=run.run_id) for run in runs
-                                         for row in cached[run.run_id]])
-        status = "complete"
-    except KeyboardInterrupt:
-        status = "interrupted"
-    finally:
-        if bar is not None:
-            bar.close()
-        if own:
-            backend.close()
-        if store is not None:
-            store.finish(status, backend=getattr(backend, "name", "?"), workers=getattr(backend, "workers", 0),
-                         ran=ran)
-    return Outcome(configs, seeds, len(every), reused, status, store.out if store is not None else None)
+                                         for row in session.rows[run.run_id]])
+    return Outcome(configs, seeds, len(session.every), session.reused, session.status,
+                   store.out if store is not None else None)
 
 
 def record(c: Config, kind: str, value, rows: list[dict]) -> None:

@@ -36,7 +36,8 @@ import pandas as pd
 
 from ..config.scenario import from_dict
 from .slo import rows_ok
-from .sweep import Bar, Run, Spec, SweepError, execute, make_run
+from .sweep import Spec, SweepError, make_run
+from .sweep_runner import Session, stored_rows
 
 TP_KEY, REPLICAS_KEY = "hardware.num_gpus", "replicas.count"
 PLAN_KEYS = ("tensor_parallel", "replicas", "criterion", "target")
@@ -233,60 +234,25 @@ def run_plan(spec: Spec, out: str | Path, backend=None, *, spec_path: str | None
              progress: bool = True, checkpoint_s: float = 5.0) -> PlanOutcome:
     """Search, write the tidy table of every run behind it plus `plan.json`, return the outcome.
     Resumable like a sweep: a rerun replays the search from the runs already in `out`."""
-    from .sweep_exec import LocalBackend
-    from .sweep_store import Store, read_parts, write_json
+    from .sweep_store import Store, write_json
 
     ps = parse_plan(spec)
     knobs = [TP_KEY, REPLICAS_KEY, *spec.knobs]
     searches = [Search(tp, p, ps.lo - 1, ps.hi + 1, ps.hi) for tp in ps.tensor_parallel for p in spec.points()]
-    own = backend is None
-    backend = backend or LocalBackend()
     store = Store.open(out, kind="plan", spec=spec.raw, spec_path=spec_path, fresh=fresh)
-    cached = {rid: g.drop(columns="run").to_dict("records") for rid, g in read_parts(store.out).groupby("run")} \
-        if store.done else {}
-    runs: dict[str, Run] = {}
-    reused = ran = 0
-    status = "interrupted"
-    bar = None
-    try:
+    with Session(store, backend, label=spec.name, progress=progress, checkpoint_s=checkpoint_s, knobs=knobs,
+                 rows=stored_rows(store)) as s:
         while True:
-            wanted = [(s, r) for s in searches for r in s.next()]
+            wanted = [(search, r) for search in searches for r in search.next()]
             if not wanted:
                 break
-            batch = {(id(s), r): [make_run(spec.base_data, {TP_KEY: s.tp, REPLICAS_KEY: r, **s.knobs}, seed)
-                                  for seed in spec.seeds] for s, r in wanted}
-            fresh_runs = []
-            for group in batch.values():
-                for run in group:
-                    runs.setdefault(run.run_id, run)
-                    if run.run_id in cached:
-                        reused += 1
-                    elif run.run_id not in {f.run_id for f in fresh_runs}:
-                        fresh_runs.append(run)
-            store.set_runs(list(runs.values()), knobs)
-            if progress and fresh_runs:
-                bar = bar or Bar(0, 0, spec.name)
-                bar.grow(len(fresh_runs))
-
-            def keep(run: Run, rows: list[dict]) -> None:
-                store.add(run, rows)
-                cached[run.run_id] = rows
-
-            execute(fresh_runs, backend, keep, progress=bar, checkpoint=store.checkpoint, checkpoint_s=checkpoint_s)
-            ran += len(fresh_runs)
-            for s, r in wanted:
-                rows = [dict(row, run=run.run_id) for run in batch[(id(s), r)] for row in cached[run.run_id]]
-                s.record(r, bool(rows_ok(pd.DataFrame(rows), ps.criterion, ps.target).all()))
-        status = "complete"
-    except KeyboardInterrupt:
-        status = "interrupted"
-    finally:
-        if bar is not None:
-            bar.close()
-        if own:
-            backend.close()
-        table = store.finish(status, backend=getattr(backend, "name", "?"), workers=getattr(backend, "workers", 0),
-                             ran=ran)
+            batch = {(id(search), r): [make_run(spec.base_data, {TP_KEY: search.tp, REPLICAS_KEY: r, **search.knobs},
+                                                seed) for seed in spec.seeds] for search, r in wanted}
+            s.run(run for group in batch.values() for run in group)
+            for search, r in wanted:
+                rows = [dict(row, run=run.run_id) for run in batch[(id(search), r)] for row in s.rows[run.run_id]]
+                search.record(r, bool(rows_ok(pd.DataFrame(rows), ps.criterion, ps.target).all()))
+    status, table = s.status, s.table
     pts = points(table, knobs, ps.criterion, ps.target)
     pts["frontier"] = pareto(pts).to_numpy() if len(pts) else []
     best = cheapest(pts)
@@ -302,7 +268,7 @@ def run_plan(spec: Spec, out: str | Path, backend=None, *, spec_path: str | None
         "frontier": [_jsonable(r) for r in pts[pts["frontier"]].to_dict("records")] if len(pts) else [],
     }
     write_json(store.out / "plan.json", report)
-    return PlanOutcome(store.out, pts, best_d, searches, len(runs), reused, status, top, ps.criterion)
+    return PlanOutcome(store.out, pts, best_d, searches, len(s.every), s.reused, status, top, ps.criterion)
 
 
 def _jsonable(d: dict) -> dict:

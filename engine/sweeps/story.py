@@ -263,8 +263,7 @@ def audit(stories: Sequence[Story], seeds: int, scales: Sequence[float] = DEFAUL
           ) -> list[Audit]:
     """Run every story's runs over `seeds` seeds at every scale (in a process pool: identical runs
     across stories run once) and judge every claim seed by seed."""
-    from .sweep import batch_size
-    from .sweep_exec import LocalBackend
+    from .sweep_runner import OwnBackend, run_batches
 
     if not 1 <= seeds <= MAX_SEEDS:
         raise ScenarioError(f"--seeds {seeds}: expected 1..{MAX_SEEDS}")
@@ -283,24 +282,17 @@ def audit(stories: Sequence[Story], seeds: int, scales: Sequence[float] = DEFAUL
     if progress is not None and hasattr(progress, "grow"):  # a bar: its total is the distinct runs
         progress.grow(len(items))
     measured: dict[str, dict] = {}
-    own = backend is None
-    backend = backend or LocalBackend(workers)
-    size = batch_size(len(items), backend.workers)
-    batches = [items[j:j + size] for j in range(0, len(items), size)]
-    try:
-        for index, results in backend.imap(batches, task=measure_batch):
-            for item, res in zip(batches[index], results):
-                if "error" in res:
-                    raise ScenarioError(res["error"])
-                measured[json.loads(item)["key"]] = res
-            if progress:
-                progress(len(batches[index]))
-    except BaseException:
-        backend.abort()
-        raise
-    finally:
-        if own:
-            backend.close()
+
+    def on_batch(batch: list[str], results: list[dict]) -> None:
+        for item, res in zip(batch, results):
+            if "error" in res:
+                raise ScenarioError(res["error"])
+            measured[json.loads(item)["key"]] = res
+        if progress:
+            progress(len(batch))
+
+    with OwnBackend(backend, workers) as b:
+        run_batches(items, b, on_batch, task=measure_batch)
     return [judge(stories[i], seed_list, scales, keys, measured) for i, seed_list, keys in plan]
 
 

@@ -51,7 +51,7 @@ def cmd_story(args) -> int:
     scales = _scales(args.rates)
     bar = None
     if not args.json:
-        from .sweep import Bar
+        from .sweep_runner import Bar
 
         bar = Bar(0, 0, "story")
     try:

@@ -17,16 +17,16 @@ A spec is a small YAML file (README, *Sweeps and capacity planning*):
 
 Every run is identified by a stable hash of its canonical scenario JSON, so a rerun into the same
 output skips what is done, whichever spec produced it. This module is pure (no UI): it parses,
-validates and expands specs, and drives the execution (`engine.sweeps.sweep_exec`) into an output
-directory (`engine.sweeps.sweep_store`). `Run`, `SweepError` and `knob_columns` live in
-`engine.sweeps.sweep_runs`, which the store shares (imported here too, under the old names).
+validates and expands specs, and runs them (`engine.sweeps.sweep_runner`: batches on a backend of
+`engine.sweeps.sweep_exec`) into an output directory (`engine.sweeps.sweep_store`). `Run`,
+`SweepError` and `knob_columns` live in `engine.sweeps.sweep_runs`, which the store shares
+(imported here too, under the old names).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +37,7 @@ import numpy as np
 
 from ..config.scenario import ScenarioError, apply_overrides, from_dict, load_raw, parse_yaml, read_yaml
 from ..sim.preflight import validate
+from .sweep_runner import Bar, OwnBackend, Session, run_batches
 from .sweep_runs import Run, SweepError, knob_columns, run_id  # noqa: F401 (knob_columns, run_id: re-exported)
 from .sweep_store import Store
 
@@ -326,97 +327,24 @@ def run_sweep(spec: Spec, out: str | Path, backend=None, *, spec_path: str | Non
     """Run every run of `spec` not yet in `out`, writing parts as they finish; consolidate at the end.
 
     Ctrl-C (KeyboardInterrupt) stops the workers, saves what finished and leaves a valid partial
-    output: the outcome's status is then "interrupted", and rerunning the same call resumes."""
-    from .sweep_exec import LocalBackend
-
+    output: the outcome's status is then "interrupted", and rerunning the same call resumes.
+    Unlike a plan's rounds, every run is known up front: those already in `out` are skipped by id
+    (their rows stay on disk) and the rest stream into the store."""
     runs = expand(spec)
     store = Store.open(out, kind="sweep", spec=spec.raw, spec_path=spec_path, fresh=fresh)
     store.set_runs(runs, knobs=spec.knobs)
     todo = [r for r in runs if r.run_id not in store.done]
-    own = backend is None
-    backend = backend or LocalBackend()
+    todo_ids = {r.run_id for r in todo}
     t0 = time.perf_counter()
-    status = "interrupted"
-    try:
-        bar = Bar(len(todo), len(runs) - len(todo), spec.name) if progress and todo else None
-        execute(todo, backend, store.add, progress=bar, checkpoint=store.checkpoint, checkpoint_s=checkpoint_s,
-                batch=batch)
-        status = "complete"
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if own:
-            backend.close()
-        store.finish(status, backend=getattr(backend, "name", "?"), workers=getattr(backend, "workers", 0),
-                     wall_s=round(time.perf_counter() - t0, 3), ran=len(store.done & {r.run_id for r in todo}))
-    ran = len(store.done & {r.run_id for r in todo})
-    return Outcome(store.out, len(runs), len(runs) - len(todo), ran, status, time.perf_counter() - t0)
 
+    def info() -> dict:
+        return {"wall_s": round(time.perf_counter() - t0, 3), "ran": len(store.done & todo_ids)}
 
-def execute(runs: Sequence[Run], backend, on_run: Callable[[Run, list[dict]], None], *,
-            progress: Callable[[int], None] | None = None, checkpoint: Callable[[], None] | None = None,
-            checkpoint_s: float = 5.0, batch: int | None = None, task: Callable | None = None) -> None:
-    """Run `runs` on `backend` in batches; `on_run(run, rows)` as each finishes (completion order).
-    `task` (default: the sweep's, `sweep_exec.run_batch`) turns a batch of scenario keys into one
-    result per run: its rows, or {"error": message}.
-
-    A run whose scenario fails inside the engine stops the sweep with SweepError naming it (the
-    runs finished before it are kept)."""
-    if not runs:
-        return
-    size = batch or batch_size(len(runs), backend.workers)
-    batches = [list(runs[i:i + size]) for i in range(0, len(runs), size)]
-    last = time.monotonic()
-    try:
-        keys = ([r.key for r in b] for b in batches)
-        for index, results in (backend.imap(keys, task=task) if task else backend.imap(keys)):
-            failed = None
-            for run, res in zip(batches[index], results):
-                if isinstance(res, dict):  # {"error": message}
-                    failed = failed or (run, res["error"])
-                else:
-                    on_run(run, res)
-            if progress:
-                progress(len(results))
-            if failed:
-                shown = ", ".join(f"{k}={v!r}" for k, v in failed[0].knobs.items()) or "the base scenario"
-                raise SweepError(f"run {shown} (seed {failed[0].seed}): {failed[1]}")
-            if checkpoint and time.monotonic() - last >= checkpoint_s:
-                checkpoint()
-                last = time.monotonic()
-    except BaseException:
-        backend.abort()
-        raise
-
-
-def batch_size(n: int, workers: int) -> int:
-    """Runs per task: about eight tasks per worker (load balance, progress), at most 32 runs
-    (~1.5 s of the default scenario), so a task's fixed cost (~1 ms) is far below its work."""
-    return max(1, min(32, math.ceil(n / (max(1, workers) * 8))))
-
-
-class Bar:
-    """tqdm on stderr (stdout stays clean for --json); silent when stderr is not a terminal.
-
-    tqdm rather than rich: one small pure-Python package with no dependencies, and its ETA and
-    rate are what a long sweep needs; rich would bring pygments and markdown-it for a bar."""
-
-    def __init__(self, total: int, done: int, desc: str):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total + done, initial=done, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True,
-                        smoothing=0.1, disable=None, mininterval=0.5)
-
-    def grow(self, n: int) -> None:
-        """More runs to do (a plan's next round)."""
-        self.bar.total += n
-        self.bar.refresh()
-
-    def __call__(self, n: int) -> None:
-        self.bar.update(n)
-
-    def close(self) -> None:
-        self.bar.close()
+    with Session(store, backend, checkpoint_s=checkpoint_s, info=info) as s:
+        s.bar = Bar(len(todo), len(runs) - len(todo), spec.name) if progress and todo else None
+        s.execute(todo, store.add, batch=batch)
+    ran = len(store.done & todo_ids)
+    return Outcome(store.out, len(runs), len(runs) - len(todo), ran, s.status, time.perf_counter() - t0)
 
 
 def run_summaries(keys: Sequence[str], *, workers: int | None = None, backend=None,
@@ -424,28 +352,21 @@ def run_summaries(keys: Sequence[str], *, workers: int | None = None, backend=No
     """Summaries of many scenarios (canonical JSON keys), in order: the sweep machinery without an
     output directory (the app's P99 page). Identical keys run once. `progress(fraction)` is
     called as batches finish. A scenario the engine refuses raises ScenarioError."""
-    from .sweep_exec import LocalBackend, run_batch_summaries
+    from .sweep_exec import run_batch_summaries
 
     unique = list(dict.fromkeys(keys))
     if not unique:
         return []
-    own = backend is None
-    backend = backend or LocalBackend(workers)
-    size = batch_size(len(unique), backend.workers)
-    batches = [unique[i:i + size] for i in range(0, len(unique), size)]
     got: dict[str, dict] = {}
-    try:
-        for index, results in backend.imap(batches, task=run_batch_summaries):
-            for key, res in zip(batches[index], results):
-                if "error" in res and len(res) == 1:
-                    raise ScenarioError(res["error"])
-                got[key] = res
-            if progress:
-                progress(len(got) / len(unique))
-    except BaseException:
-        backend.abort()
-        raise
-    finally:
-        if own:
-            backend.close()
+
+    def on_batch(batch: list[str], results: list[dict]) -> None:
+        for key, res in zip(batch, results):
+            if "error" in res and len(res) == 1:
+                raise ScenarioError(res["error"])
+            got[key] = res
+        if progress:
+            progress(len(got) / len(unique))
+
+    with OwnBackend(backend, workers) as b:
+        run_batches(unique, b, on_batch, task=run_batch_summaries)
     return [got[k] for k in keys]

@@ -53,8 +53,15 @@ def _backend(args):
     return make_backend(args.backend, args.address, args.workers)
 
 
-def _out(args, spec) -> Path:
-    return args.out or Path("runs") / args.spec.stem
+def _run(args, spec, runner, **extra):
+    """`runner` (run_sweep or run_plan) on the spec, into --out (default runs/SPEC-NAME), on the
+    backend the arguments name (closed after); SIGTERM saves like Ctrl-C. Returns the backend
+    (its name and workers, for the summary line) and the runner's outcome."""
+    out = args.out or Path("runs") / args.spec.stem
+    _sigterm_as_interrupt()
+    with _backend(args) as backend:
+        return backend, runner(spec, out, backend, spec_path=str(args.spec), fresh=args.fresh,
+                               progress=not args.quiet, checkpoint_s=args.checkpoint_s, **extra)
 
 
 def cmd_sweep(args) -> int:
@@ -68,14 +75,7 @@ def cmd_sweep(args) -> int:
         print(f"sweep {spec.name}: {len(runs)} runs ({len(spec.points())} settings × {len(spec.seeds)} seeds); "
               f"knobs: {knobs}")
         return 0
-    out = _out(args, spec)
-    _sigterm_as_interrupt()
-    backend = _backend(args)
-    try:
-        o = run_sweep(spec, out, backend, spec_path=str(args.spec), fresh=args.fresh, progress=not args.quiet,
-                      checkpoint_s=args.checkpoint_s, batch=args.batch)
-    finally:
-        backend.close()
+    backend, o = _run(args, spec, run_sweep, batch=args.batch)
     done = o.skipped + o.ran
     if o.status != "complete":
         print(f"interrupted: {done} of {o.total} runs saved in {o.out}; rerun the same command to resume",
@@ -96,14 +96,7 @@ def cmd_plan(args) -> int:
         print(f"plan {spec.name}: TP {list(ps.tensor_parallel)} × {len(spec.points())} settings × replicas "
               f"{ps.lo}..{ps.hi} (bisection) × {len(spec.seeds)} seeds: at most {max_runs(spec, ps)} runs")
         return 0
-    out = _out(args, spec)
-    _sigterm_as_interrupt()
-    backend = _backend(args)
-    try:
-        o = run_plan(spec, out, backend, spec_path=str(args.spec), fresh=args.fresh, progress=not args.quiet,
-                     checkpoint_s=args.checkpoint_s)
-    finally:
-        backend.close()
+    _, o = _run(args, spec, run_plan)
     print(format_plan(o, spec))
     print(f"table of every run: {o.out / 'runs.parquet'}; plan: {o.out / 'plan.json'}")
     if o.status != "complete":

@@ -17,7 +17,6 @@ from engine.sweeps.sweep import (
     Range,
     Sample,
     SweepError,
-    batch_size,
     expand,
     parse_spec,
     run_id,
@@ -25,6 +24,7 @@ from engine.sweeps.sweep import (
     run_sweep,
 )
 from engine.sweeps.sweep_exec import LocalBackend, summary_rows
+from engine.sweeps.sweep_runner import batch_size
 from engine.sweeps.sweep_store import read_manifest, read_table
 from tests.sweep_fixtures import InlineBackend, comparable, spec_data
 
