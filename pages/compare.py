@@ -5,11 +5,11 @@ import streamlit as st
 from engine import ScenarioError
 from engine.sweeps.evidence import default_seeds
 from ui.charts import figures
-from ui.frame import layout, limits, views, viewstate
+from ui.frame import layout, limits, untrusted, views, viewstate
 from ui.frame.codec import POLICIES
 from ui.frame.i18n import _
 from ui.frame.state import current
-from ui.panels import kpis, text
+from ui.panels import kpis
 from ui.panels.compare import SIDEBAR, config_of, overrides, refuse_duplicate, sidebar_config
 from ui.runtime import capacity_live, over_seeds, runs
 
@@ -28,7 +28,7 @@ with cols[0].container(border=True):
     st.text_input(_("Name"), _(SIDEBAR), disabled=True, key="cmp_sidebar_name",
                   help=_("The sidebar's scenario: this column always follows the sidebar"))
     for label, value in sidebar_config(sc, low):
-        st.markdown(f"**{label}:** {text.plain(value)}")
+        st.markdown(f"**{label}:** {untrusted.plain(value)}")
 for i, col in zip(views.COMPARE_SLOTS[: n - 1], cols[1:]):
     with col.container(border=True):
         st.text_input(_("Name"), key=f"c{i}_name", max_chars=30, on_change=refuse_duplicate,
@@ -52,7 +52,7 @@ for i in views.COMPARE_SLOTS[: n - 1]:
     except ScenarioError as err:
         reason = str(err)
     if reason:
-        problems.append(f"{text.plain(c['name'])}: {text.plain(reason)}")
+        problems.append(f"{untrusted.plain(c['name'])}: {untrusted.plain(reason)}")
     else:
         configs[c["name"]] = variant
 for p in problems:

@@ -10,8 +10,8 @@ from ui.frame import codec as codec_mod
 from ui.frame import layout, sidebar, uploads
 from ui.frame.i18n import _
 from ui.frame.state import current
+from ui.frame.untrusted import plain
 from ui.panels import costs
-from ui.panels.text import plain
 
 GIB = 1024**3
 CFG_ERROR, CFG_NOTES = "_cfg_error", "_cfg_notes"

@@ -29,10 +29,11 @@ def on_knob() -> None:
     ss.update({k: v for k, v in range_defaults(ss["sw_knob"], ss["sw_cls"]).items() if k in ("sw_from", "sw_to")})
 
 
-choice_params, choice_defaults = views.sweep_choice(classes), {"sw_knob": "reserve", "sw_cls": classes[-1]}
+choice_params = views.sweep_choice(tuple(KNOBS), classes)
+choice_defaults = {"sw_knob": "reserve", "sw_cls": classes[-1]}
 viewstate.seed(choice_params, choice_defaults)
 ss = st.session_state
-range_params = views.sweep_range(ss["sw_knob"])
+range_params = views.sweep_range(KNOBS[ss["sw_knob"]].integer)
 defaults = range_defaults(ss["sw_knob"], ss["sw_cls"])
 viewstate.seed(range_params, defaults, ranges=(("sw_from", "sw_to"),))
 

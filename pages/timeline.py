@@ -66,8 +66,8 @@ else:
     if note:
         st.caption(f":material/info: {note}")
     strip = inversions.strip(res.episodes, classes, t_end)
-    fig = timeline(req, res.waits, res.episodes, res.steps, lanes, got_ahead, held, strip, classes,
-                   res.memory.usable_blocks, sc.mitigations.p0_kv_reserve, window, pick if pick >= 0 else None)
+    fig = timeline(res, lanes, got_ahead, held, strip, classes, capacity=res.memory.usable_blocks,
+                   kv_reserve=sc.mitigations.p0_kv_reserve, window=window, pick=pick if pick >= 0 else None)
     st.plotly_chart(fig, key="tl_fig", theme=None, config={"displaylogo": False})
 
 if pick >= 0:

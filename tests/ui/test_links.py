@@ -15,7 +15,7 @@ from engine.config.scenario import load, load_raw, scenario_names
 from ui.frame import codec, links, views
 from ui.frame.codec import Codec
 from ui.frame.limits import APP_MAX_REQUESTS, why_not
-from ui.panels.text import quoted
+from ui.frame.untrusted import quoted
 
 PRESETS = scenario_names()
 VIEW = views.VIEW_KEYS["p99"] | views.VIEW_KEYS["timeline"]

@@ -176,3 +176,28 @@ def test_picker_columns():
     assert "scheduler.policy" not in sd.numeric_columns(t)
     assert sd.axis_columns(t)[:3] == ["scheduler.policy", "mitigations.p0_token_reserve", "seed"]
     assert sd.class_order(t.iloc[::-1]) == ["P0", "P1"]
+
+
+def test_the_frontier_names_the_plans_cheapest_else_the_best_point_that_meets_the_slos():
+    f = sd.frontier(sd.SweepData(table(), None, None, "t"), "P0")
+    assert f.points["feasible"].tolist() == [False, False, True, True] and f.slo_s == 1.0
+    assert f.cheapest_runs == ["p5121", "p5122"]  # one GPU each: the lower worst-seed P99 of the two within it
+    assert sd.cheapest_setting(f)["mitigations.p0_token_reserve"] == 512
+    planned = sd.frontier(sd.SweepData(table(), {"cheapest": {"runs": ["f5122"]}}, None, "t"), "P0")
+    assert planned.cheapest_runs == ["f5122"]  # plan.json's word, as written
+    assert sd.cheapest_setting(planned)[["scheduler.policy", "mitigations.p0_token_reserve"]].tolist() == ["fcfs", 512]
+    assert sd.cheapest_setting(sd.Frontier(f.points, ["gone"], None)) is None  # no point holds those runs
+    missed = sd.frontier(sd.SweepData(table().assign(ttft_p99=9.0), None, None, "t"), "P0")
+    assert missed.cheapest_runs is None and sd.cheapest_setting(missed) is None
+
+
+def test_the_explorer_opens_on_what_varies():
+    t = table()
+    xs, ys, varied = sd.axis_columns(t), sd.numeric_columns(t), sd.varied_columns(t, KNOBS)
+    assert varied == KNOBS  # one GPU everywhere: not a choice
+    assert xs[sd.default_x(xs, varied)] == "scheduler.policy" and ys[sd.default_y(ys)] == "ttft_p99"
+    colours, k = sd.colour_columns(xs, "scheduler.policy", varied)
+    assert colours[:3] == ["(none)", "class", "mitigations.p0_token_reserve"] and "scheduler.policy" not in colours
+    assert colours[k] == "mitigations.p0_token_reserve"  # the other knob that varies
+    assert sd.colour_columns(xs, "mitigations.p0_token_reserve", ["gpus", "mitigations.p0_token_reserve"])[1] == 0
+    assert sd.default_x(xs, []) == 0 and sd.default_y(["a"]) == 0

@@ -7,14 +7,14 @@ import pytest
 from engine import load, simulate
 from engine.config.scenario import SCENARIO_DIR, load_raw
 from tests.live_links import live_links
-from ui.frame import codec
+from ui.frame import codec, untrusted
 from ui.panels import text
 from ui.panels.variants import baseline, has_remedies, remedies
 from ui.teach import lessons
 
 
 def test_plain_escapes_markdown_and_html():
-    s = text.plain("[click](http://x) <b>hi</b> **bold** `code`")
+    s = untrusted.plain("[click](http://x) <b>hi</b> **bold** `code`")
     for ch in "[]()<>*`":
         assert f"\\{ch}" in s
 
@@ -29,12 +29,12 @@ HOSTILE_TEXT = ["https://evil.example/login=1", "see http://evil.example", "HTTP
 def test_plain_text_never_becomes_a_live_link(hostile):
     """Escaping alone leaves GFM's autolink literals live (the checker finds them in the escaped
     text, as remark-gfm does in the browser); the word joiners stop them."""
-    escaped_only = text._MD_SPECIAL.sub(r"\\\1", hostile)
+    escaped_only = untrusted._MD_SPECIAL.sub(r"\\\1", hostile)
     if "%3A" not in hostile:
         assert live_links(escaped_only), escaped_only
-    assert live_links(text.plain(hostile)) == []
-    assert live_links(text.quoted(hostile)) == []
-    assert text.plain(hostile).replace(text.WORD_JOINER, "").replace("\\", "") == hostile.replace("\\", "")
+    assert live_links(untrusted.plain(hostile)) == []
+    assert live_links(untrusted.quoted(hostile)) == []
+    assert untrusted.plain(hostile).replace(untrusted.WORD_JOINER, "").replace("\\", "") == hostile.replace("\\", "")
 
 
 @pytest.mark.parametrize("x, want", [(0.1534, "0.153 s"), (1.6801, "1.68 s"), (15.91, "15.9 s"), (124.2, "124 s"),

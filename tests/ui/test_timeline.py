@@ -88,8 +88,7 @@ def test_timeline_figure_draws_inversion_on_top_and_connects_overtakers_and_hold
     run = Run()
     lanes, got, held, _ = inversions.story_lanes(run, ["hi", "lo"], (0.0, 6.0))
     strip = inversions.strip(run.episodes, ["hi", "lo"], 6.0)
-    fig = timeline(run.requests, run.waits, run.episodes, run.steps, lanes, got, held, strip, ["hi", "lo"], 64, 8,
-                   (0.0, 6.0), pick=1)
+    fig = timeline(run, lanes, got, held, strip, ["hi", "lo"], capacity=64, kv_reserve=8, window=(0.0, 6.0), pick=1)
     names = [t.name for t in fig.data]
     wait = by_name(fig, "waiting: kv_short")[0]
     assert list(wait.x[:2]) == [1.0, 3.0] and list(wait.y[:2]) == [0.0, 0.0]  # lane 0 = the top request
@@ -117,8 +116,8 @@ def test_timeline_on_a_real_run_draws_every_wait_of_its_lanes():
     res = simulate(load("classic-inversion"))
     w = (0.0, float(res.summary["sim_time_s"]))
     lanes, got, held, _ = inversions.story_lanes(res, res.class_names, w)
-    fig = timeline(res.requests, res.waits, res.episodes, res.steps, lanes, got, held,
-                   inversions.strip(res.episodes, res.class_names, w[1]), res.class_names, res.memory.blocks, 0, w)
+    fig = timeline(res, lanes, got, held, inversions.strip(res.episodes, res.class_names, w[1]), res.class_names,
+                   capacity=res.memory.blocks, kv_reserve=0, window=w)
     ids = [ln.key for ln in lanes if ln.kind != "ahead"]
     drawn = sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in fig.data
                 if t.name and t.name.startswith("waiting: "))
@@ -135,8 +134,8 @@ def test_behind_a_gateway_the_timeline_and_the_story_show_the_wait_there():
     w = (0.0, float(res.summary["sim_time_s"]))
     lanes, got, held, _ = inversions.story_lanes(res, res.class_names, w)
     lanes = [inversions.Lane(int(worst["id"]), "worst P0", "P0", "top")]  # the P0 held longest at the gateway
-    fig = timeline(res.requests, res.waits, res.episodes, res.steps, lanes, got.iloc[:0], held.iloc[:0],
-                   inversions.strip(res.episodes, res.class_names, w[1]), res.class_names, res.memory.blocks, 0, w)
+    fig = timeline(res, lanes, got.iloc[:0], held.iloc[:0], inversions.strip(res.episodes, res.class_names, w[1]),
+                   res.class_names, capacity=res.memory.blocks, kv_reserve=0, window=w)
     bar = [t for t in fig.data if t.name == "waiting: gateway"]
     assert bar and bar[0].line.color == vocab.REASONS[Reason.GATEWAY].color
     xs = np.asarray(bar[0].x, dtype=float)
@@ -182,3 +181,26 @@ def test_the_story_span_frames_the_top_class_waits():
     lo, hi = inversions.story_span(res)
     waited = res.requests[res.requests["id"].isin(res.waits.loc[res.waits["priority"] == 0, "request"])]
     assert lo <= waited["arrival_s"].min() and hi >= waited["finish_s"].max() and hi - lo < 0.6 * 117
+
+
+def test_the_timeline_options_draw_what_they_name():
+    """The KV reserve line, the picked lane's tint and the replica whose KV is drawn."""
+    run = Run()
+    run.steps = pd.concat([run.steps, run.steps.assign(replica=1, kv_hi=[7, 7], kv_lo=[9, 9])], ignore_index=True)
+    lanes, got, held, _ = inversions.story_lanes(run, ["hi", "lo"], (0.0, 6.0))
+    strip = inversions.strip(run.episodes, ["hi", "lo"], 6.0)
+
+    def fig(**kw):
+        return timeline(run, lanes, got, held, strip, ["hi", "lo"], **{"capacity": 64, "kv_reserve": 0,
+                                                                        "window": (0.0, 6.0), **kw})
+
+    plain = fig()
+    assert not by_name(plain, "hi KV reserve") and not [s for s in plain.layout.shapes if s.type == "rect"]
+    assert list(by_name(plain, "KV capacity")[0].y) == [64, 64]
+    assert list(by_name(plain, "hi KV")[0].y) == [0, 40] and list(by_name(plain, "lo KV")[0].y) == [50, 60]
+    assert list(by_name(fig(kv_reserve=8), "hi KV reserve")[0].y) == [56, 56]
+    rect = [s for s in fig(pick=0).layout.shapes if s.type == "rect"]
+    assert [(r.y0, r.y1) for r in rect] == [(-1.5, -0.5)]  # #0 is the second lane (the holder)
+    assert not [s for s in fig(pick=99).layout.shapes if s.type == "rect"]  # not a lane: nothing tinted
+    other = fig(replica=1)
+    assert list(by_name(other, "hi KV")[0].y) == [7, 7] and list(by_name(other, "lo KV")[0].y) == [9, 9]

@@ -50,8 +50,8 @@ def figure(lesson: Lesson, scenarios: list[Scenario], results: list[Result], lab
         window = inversions.story_span(res)
         lanes, got_ahead, held, _note = inversions.story_lanes(res, classes, window)
         strip = inversions.strip(res.episodes, classes, float(max(res.summary["sim_time_s"], 1.0)))
-        fig = timeline(res.requests, res.waits, res.episodes, res.steps, lanes, got_ahead, held, strip, classes,
-                       res.memory.usable_blocks, sc.mitigations.p0_kv_reserve, window)
+        fig = timeline(res, lanes, got_ahead, held, strip, classes, capacity=res.memory.usable_blocks,
+                       kv_reserve=sc.mitigations.p0_kv_reserve, window=window)
         fig.update_layout(title=dict(text=_("Inversion timeline: {run}").format(run=labels[k]), x=0,
                                      font=dict(size=15)), margin=dict(t=50))
         return fig

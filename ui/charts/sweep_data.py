@@ -1,5 +1,6 @@
 """Sweep outputs for the app: read one from an upload or from a path under the working
-directory (never elsewhere), check it is a sweep table, and list what the pickers can offer.
+directory (never elsewhere), check it is a sweep table, list what the pickers can offer and what
+they open on, and work out the frontier and the cheapest plan the page shows.
 
 Pure (no streamlit). Errors are SweepFileError with a one-line message; names from a file or a
 text box reach the page only through `inert()`.
@@ -16,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine import ScenarioError
-from engine.sweeps.plan import knob_columns_of, read_plan
+from engine.sweeps.plan import cheapest, knob_columns_of, pareto, points, read_plan
 from engine.sweeps.sweep_store import MANIFEST, TABLE, read_manifest, read_table
 
 REQUIRED = ("run", "class", "priority", "gpus", "ttft_p99", "served_tok_s")
@@ -157,3 +158,65 @@ def axis_columns(table: pd.DataFrame) -> list[str]:
 
 def class_order(table: pd.DataFrame) -> list[str]:
     return list(table.sort_values(["priority", "class"], kind="stable")["class"].drop_duplicates())
+
+
+@dataclass
+class Frontier:
+    """What the frontier chart and the cheapest plan show for one output."""
+
+    points: pd.DataFrame  # one row per setting (seeds folded), with a "frontier" column
+    cheapest_runs: list[str] | None  # the plan's cheapest runs (plan.json's, else the cheapest point's)
+    slo_s: float | None  # the top class's TTFT SLO, when the table has one
+
+
+def frontier(data: SweepData, top: str) -> Frontier:
+    """Every setting as a point (judged by the plan's criterion, P99 by default), the Pareto frontier,
+    and the cheapest plan: plan.json's when there is one, else the cheapest point that meets the SLOs."""
+    table, plan = data.table, data.plan or {}
+    pts = points(table, data.knobs, plan.get("criterion") or "p99", plan.get("target") or 0.99)
+    pts["frontier"] = pareto(pts).to_numpy()
+    best_runs = (plan.get("cheapest") or {}).get("runs") if plan else None
+    if best_runs is None:
+        best = cheapest(pts)
+        best_runs = None if best is None else list(best["runs"])
+    return Frontier(pts, best_runs, _ttft_slo(table, top))
+
+
+def _ttft_slo(table: pd.DataFrame, top: str) -> float | None:
+    """The class's TTFT SLO as the table records it (its first value), None without one."""
+    if "slo_ttft_s" not in table:
+        return None
+    slo = table.loc[table["class"] == top, "slo_ttft_s"]
+    return float(slo.dropna().iloc[0]) if slo.notna().any() else None
+
+
+def cheapest_setting(f: Frontier) -> pd.Series | None:
+    """The point that holds the cheapest plan's runs (None when there is no plan or no such point)."""
+    if not f.cheapest_runs:
+        return None
+    best = set(f.cheapest_runs)
+    row = f.points[f.points["runs"].apply(lambda r: bool(best & set(r)))]
+    return row.iloc[0] if len(row) else None
+
+
+def varied_columns(table: pd.DataFrame, knobs: list[str]) -> list[str]:
+    """GPUs and the knobs that take more than one value in this table (the explorer's first guesses)."""
+    return [c for c in ["gpus", *knobs] if c in table and table[c].nunique(dropna=False) > 1]
+
+
+def default_x(xs: list[str], varied: list[str]) -> int:
+    """x opens on the first varied column (else the first column)."""
+    return xs.index(varied[0]) if varied and varied[0] in xs else 0
+
+
+def default_y(ys: list[str]) -> int:
+    """y opens on the P99 TTFT (else the first column)."""
+    return ys.index("ttft_p99") if "ttft_p99" in ys else 0
+
+
+def colour_columns(xs: list[str], x: str, varied: list[str]) -> tuple[list[str], int]:
+    """The colour picker's options ("(none)", "class", every other axis column) and its default: the
+    first varied knob that is not x, else none."""
+    colours = ["(none)", "class", *[c for c in xs if c != x]]
+    others = [c for c in varied if c != x and c in colours and c != "gpus"]
+    return colours, colours.index(others[0]) if others else 0

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from engine.config.shipped_traces import SHIPPED
 
-from ..panels.text import plain
 from .i18n import _
+from .untrusted import plain
 
 
 def attribution(name: str) -> str:

@@ -8,6 +8,7 @@ frame imports, can name `Lab` without importing the frame back: no import cycles
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -72,6 +73,7 @@ class Lab:
     notes: list[str] = field(default_factory=list)  # problems with the link's values, named
     view: dict[str, str] = field(default_factory=dict)  # the page's view settings for the share link
     seeds: int = 5  # every figure that is a conclusion is over this many seeds (`ui.frame.seeds`)
+    fetch: Callable[[Scenario], Result] | None = field(default=None, repr=False)  # the frame's: `runs.result`
 
     def note(self, lines: list[str]) -> None:
         self.notes.extend(lines)
@@ -79,10 +81,11 @@ class Lab:
     @cached_property
     def result(self) -> Result:
         """The scenario's run (cached across sessions). Fetched on first use, so a page that
-        only sweeps never waits for it."""
-        from ..runtime import runs
-
-        return runs.result(self.scenario)
+        only sweeps never waits for it; the frame hands over how (`fetch`), so that this module,
+        which pure ones import, reaches no Streamlit cache itself."""
+        if self.fetch is None:
+            raise RuntimeError("this Lab was made without a way to fetch its run")
+        return self.fetch(self.scenario)
 
     @property
     def kv_blocks(self) -> int:

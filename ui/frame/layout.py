@@ -8,10 +8,11 @@ import streamlit as st
 
 from engine.config.shipped_traces import shipped_name
 
-from ..panels.text import Kpi, plain
+from ..panels.text import Kpi
 from . import credits
 from .i18n import _
 from .lab import Lab
+from .untrusted import plain
 
 # While a rerun runs, Streamlit dims the elements it has not re-sent yet: after 0.5 s they fade to a
 # third over 1 s. In a browser without a GPU that fade repaints the whole page every frame: a 2 s

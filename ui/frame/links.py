@@ -16,9 +16,9 @@ from typing import Any
 
 from engine.config.scenario import Scenario, ScenarioError
 
-from ..panels.text import plain, quoted
 from .codec import DEFAULT_PRESET, PRESET_KEY, Codec, fmt_number, fmt_value, parse
 from .i18n import _
+from .untrusted import plain, quoted
 
 
 @dataclass

@@ -23,13 +23,13 @@ import streamlit as st
 from engine import ScenarioError, TraceError, scenario_names, to_yaml
 from engine.config.scenario import load_shipped
 
-from ..panels.text import plain
 from ..runtime import runs
 from . import codec as codec_mod
 from . import credits, i18n, limits, links, seeds, uploads
 from .codec import DEFAULTS_HELP, POLICY_UPSTREAM, Codec, Param
 from .i18n import N_, _
 from .lab import PAGES, Lab
+from .untrusted import plain
 from .views import VIEW_KEYS
 
 UPLOAD_KEY = "_upload_raw"
@@ -311,7 +311,7 @@ def render(page: str, eager: bool = True) -> tuple[Lab, object]:
     sc, res = _run(c, values, eager)
     ss[RAN] = values
     lab = Lab(preset, c.raw, c, values, sc, c.encode(values, preset), uploaded,
-              notes=list(ss.get(LINK_NOTES, [])), seeds=int(n_seeds))
+              notes=list(ss.get(LINK_NOTES, [])), seeds=int(n_seeds), fetch=runs.result)
     if lab.seeds != seeds.DEFAULT:
         lab.share[seeds.KEY] = str(lab.seeds)
     if res is not None:

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from ..panels.text import quoted
 from . import i18n, sidebar
 from .lab import ICON, PAGES, Lab, active, set_active
 from .layout import calm_reruns
+from .untrusted import quoted
 
 
 def current() -> Lab:

@@ -8,10 +8,10 @@ in a link is refused the same way, with a note naming it. Pure: no streamlit imp
 
 from __future__ import annotations
 
-from ..runtime.sweeps import KNOBS
 from .codec import POLICIES, Param
 from .i18n import _
 
+STORE = "_views"  # session state: each page's view settings (`ui.frame.viewstate`)
 CONFIG_FIELDS = ("name", "pol", "res", "kv", "inh", "cap")
 COMPARE_SLOTS = (2, 3)  # column 1 is always the sidebar's scenario
 
@@ -24,16 +24,17 @@ VIEW_KEYS: dict[str, frozenset[str]] = {
 }
 
 
-def sweep_choice(classes: list[str]) -> list[Param]:
+def sweep_choice(knobs: tuple[str, ...], classes: list[str]) -> list[Param]:
+    """The P99 page's knob (`ui.runtime.sweeps.KNOBS`, which the page passes) and class."""
     return [
-        Param("sw_knob", "", "choice", _("Knob"), options=tuple(KNOBS)),
+        Param("sw_knob", "", "choice", _("Knob"), options=tuple(knobs)),
         Param("sw_cls", "", "choice", _("Class"), options=tuple(classes)),
     ]
 
 
-def sweep_range(knob: str) -> list[Param]:
-    k = KNOBS[knob]
-    step = 1.0 if k.integer else 0.05
+def sweep_range(integer: bool) -> list[Param]:
+    """The sweep's range and points; whole steps for a knob of whole numbers."""
+    step = 1.0 if integer else 0.05
     return [
         Param("sw_from", "", "float", _("From"), 0.0, 1e7, step),
         Param("sw_to", "", "float", _("To"), 0.0, 1e7, step),

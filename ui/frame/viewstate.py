@@ -18,8 +18,8 @@ from . import state
 from .codec import Param, fmt_value, parse
 from .links import check_view
 from .sidebar import LINK_NOTES
+from .views import STORE
 
-STORE = "_views"
 DEFAULTS = "_view_defaults"  # the defaults of the last run, per page
 
 

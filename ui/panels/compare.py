@@ -13,8 +13,8 @@ from typing import Any
 from engine.config.scenario import Scenario, apply_overrides, from_dict, to_dict
 
 from ..frame.i18n import N_, _
-from ..frame.views import COMPARE_SLOTS
-from .text import quoted
+from ..frame.untrusted import quoted
+from ..frame.views import COMPARE_SLOTS, STORE
 
 SIDEBAR = N_("Sidebar")  # column 1's name (shown translated; the key stays this)
 
@@ -48,8 +48,6 @@ def refuse_duplicate(state: MutableMapping[str, Any], defaults: dict[str, Any], 
     As an `on_change` callback (`only` = the edited column) the refusal is shown at the input; when
     a link is read (`entering`), it becomes a note about the link.
     """
-    from ..frame.viewstate import STORE
-
     stored = state.get(STORE, {}).get("compare", {})
     notes = []
     taken = {SIDEBAR, _(SIDEBAR)}

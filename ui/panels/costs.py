@@ -13,7 +13,7 @@ from engine.config.memory import MemoryBreakdown, kv_bytes_per_token
 from engine.config.scenario import Scenario
 
 from ..frame.i18n import _
-from .text import plain
+from ..frame.untrusted import plain
 
 CONTEXT = 1000  # tokens of context per decoding request in the examples
 GIB = 1024**3

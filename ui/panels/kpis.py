@@ -17,8 +17,9 @@ from engine.sweeps.evidence import Estimate, RunSamples, class_figures, mean_of,
 
 from ..frame.i18n import _, ngettext
 from ..frame.seeds import Gathered
+from ..frame.untrusted import plain
 from . import spread
-from .text import KPI_FIELDS, Kpi, _delta, _pts, how_it_waited, percent, plain, seconds
+from .text import KPI_FIELDS, Kpi, _delta, _pts, how_it_waited, percent, seconds
 
 
 def count(x: float) -> str:

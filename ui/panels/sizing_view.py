@@ -9,8 +9,9 @@ import streamlit as st
 from ..frame.i18n import _
 from ..frame.lab import Lab
 from ..frame.limits import why_not
+from ..frame.untrusted import plain
 from ..runtime import runs, sizing
-from .text import plain, seconds
+from .text import seconds
 
 STORE = "_sizing"
 

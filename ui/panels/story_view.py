@@ -23,10 +23,11 @@ from ..charts.fig_story import edge_band
 from ..frame import i18n, layout, viewstate
 from ..frame.codec import Param
 from ..frame.i18n import N_, _
+from ..frame.untrusted import plain
 from ..runtime import runs, story_plan
 from ..teach.lessons import fmt_metric, metric_label
 from . import vocab
-from .text import percent, plain, seconds
+from .text import percent, seconds
 
 POLL_S = 0.5  # as the P99 page's sweep (ui.runtime.live): a poll costs the browser whatever it draws
 SEEDS_KEY = "st_seeds"

@@ -1,12 +1,11 @@
 """Numbers → words: KPI formatting, the "what happened" paragraph, a request's story.
 
 Pure functions over the summary dict and result frames. Anything that came from a user (names,
-descriptions) goes through `plain()` so markdown cannot inject links, images or formatting.
+descriptions) goes through `ui.frame.untrusted.plain` so markdown cannot inject links, images or formatting.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -14,30 +13,8 @@ import pandas as pd
 from engine.sim.derived import top_holder_classes, top_reasons
 
 from ..frame.i18n import N_, _, ngettext
+from ..frame.untrusted import plain
 from .vocab import look
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=\"'])")
-# GFM's autolink literals (remark-gfm, what st.markdown runs in the browser) are found in the text
-# *after* escapes are resolved, so no escape stops `https://…`, `www.…` or `name@host.tld` from
-# becoming a link. An invisible word joiner where the pattern needs two characters to touch does:
-# after a scheme's colon (`https:⁠//`), after `www` (`www⁠.`), after an `@`, after `mailto`/`xmpp`.
-WORD_JOINER = "\u2060"
-_AUTOLINK = re.compile(r"(?<=:)(?=/)|(?i:(?<=www)(?=\.))|(?<=@)|(?i:(?<=mailto)|(?<=xmpp))(?=:)")
-
-
-def plain(text: str) -> str:
-    """User text made inert for st.markdown: every Markdown/HTML character escaped, and every
-    place GFM would start an autolink literal broken by a word joiner (`WORD_JOINER`)."""
-    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))
-
-
-def quoted(text: str, limit: int = 80) -> str:
-    """User text (a link value, a file name) for a message: shortened, escaped, in quotes."""
-    s = str(text)
-    s = "".join(ch if ch.isprintable() else "?" for ch in s)
-    if len(s) > limit:
-        s = s[:limit] + "…"
-    return f"“{plain(s)}”"
 
 
 def _sig3(x: float) -> str:

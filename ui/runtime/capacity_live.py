@@ -17,8 +17,8 @@ from engine.config.scenario import Scenario
 
 from ..frame import i18n, limits
 from ..frame.i18n import _
+from ..frame.untrusted import plain
 from ..panels import capacity_table
-from ..panels.text import plain
 from . import runs
 from .capacity_jobs import Jobs, Spec
 

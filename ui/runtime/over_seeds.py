@@ -22,8 +22,8 @@ from engine.sweeps.evidence import RunSamples, default_seeds
 
 from ..frame import i18n
 from ..frame.seeds import gather, seed_keys
+from ..frame.untrusted import plain
 from ..panels.kpis import Over
-from ..panels.text import plain
 from . import runs
 
 POLL_S = 0.5  # as the P99 sweep polls (a poll costs the browser 60–90 ms of CPU)

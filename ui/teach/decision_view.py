@@ -27,8 +27,9 @@ from ..charts.fig_decision import benefit_cost
 from ..frame import i18n
 from ..frame.i18n import _
 from ..frame.seeds import gather, seed_keys
+from ..frame.untrusted import plain
 from ..panels import capacity_table, spread
-from ..panels.text import percent, plain, seconds
+from ..panels.text import percent, seconds
 from ..panels.vocab import look
 from ..runtime import runs
 from ..runtime.capacity_jobs import Spec

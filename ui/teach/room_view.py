@@ -17,7 +17,7 @@ import streamlit as st
 
 from ..charts.fig_room import choices_bars, estimates_histogram
 from ..frame.i18n import _
-from ..panels.text import plain, quoted
+from ..frame.untrusted import plain, quoted
 from . import estimate as estimates
 from . import room_store
 

@@ -25,8 +25,8 @@ from ..frame.lab import Lab
 from ..frame.layout import header
 from ..frame.seeds import DEFAULT as DEFAULT_SEEDS
 from ..frame.sidebar import load_scenario, restore, share_url, snapshot
+from ..frame.untrusted import plain
 from ..panels.spread import seed_list
-from ..panels.text import plain
 from ..runtime import capacity_live, runs
 from . import estimate as estimates
 from . import handout, lesson_evidence, lessons, recap, room_view
