@@ -7,6 +7,8 @@
                             # (+ the Ray tests in .venv-ray when CI=true or .venv-ray exists)
     python3 tasks.py test --quick      # the edit loop: no browser, nothing marked slow, stop at the first failure
     python3 tasks.py test-ray          # create .venv-ray (Ray, ~285 MB) and run the Ray tests
+    python3 tasks.py build  # compile the engine's event path with mypyc into .build/ (needs a C compiler;
+                            # without one, or with INVERSION_LAB_PURE=1, the same source runs interpreted)
     python3 tasks.py bench  # the speed benchmark (python -m engine bench)
     python3 tasks.py fidelity          # install vLLM 0.33.0 into .venv-vllm, re-record the corpus, compare
     python3 tasks.py fidelity compare  # compare the stored corpus with the engine only (no vLLM)
@@ -41,6 +43,14 @@ RAY_TESTS = ["tests/engine/test_sweep_ray.py"]
 UNIT = ["-m", "not browser", "-n", str(min(os.cpu_count() or 1, 4)), "--dist", "loadfile", "--durations=15"]
 BROWSER = ["-m", "browser", "--durations=15"]
 QUICK = ["-m", "not slow and not browser", "-x", "-q", "-n", UNIT[3], "--dist", "loadfile"]
+# The engine's own rules, run a second time on the interpreted engine when the suite ran compiled:
+# both builds of the one source must decide alike (goldens in three modes, properties, the corpus
+# recorded from vLLM, hand-worked timelines, the fast paths against the plain loops).
+ENGINE_SUITE = ["tests/engine/test_golden.py", "tests/engine/test_properties.py", "tests/fidelity",
+                "tests/engine/test_timelines.py", "tests/engine/test_fast_paths.py", "tests/engine/test_long_queue.py",
+                "tests/engine/test_sglang.py", "tests/engine/test_prefix_cache.py", "tests/engine/test_mitigations.py",
+                "tests/engine/test_kv_and_queue.py", "tests/engine/test_gateway.py", "tests/engine/test_feeds.py",
+                "tests/engine/test_steplog.py", "tests/engine/test_queueing.py"]
 
 
 def sh(*cmd: str, **kw) -> None:
@@ -143,6 +153,29 @@ def ensure_ray_venv() -> None:
     stamp.write_text(digest)
 
 
+def build_engine(wait: bool = True) -> bool:
+    """The compiled engine (`engine.native_build`), unless it is fresh already; `wait=False`: in the
+    background (the app starts at once on the interpreted engine, its next start finds the build).
+    Returns whether the compiled engine will run."""
+    if os.environ.get("INVERSION_LAB_PURE") == "1":
+        return False
+    cmd = [str(PY), "-m", "engine.native_build", "--if-stale"]
+    if not wait:
+        log = ROOT / ".build" / "build.log"
+        log.parent.mkdir(exist_ok=True)
+        with log.open("w") as out:
+            subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return False
+    subprocess.call(cmd, cwd=ROOT)
+    check = "import engine.native as n, sys; sys.exit(n.why_pure() is not None)"
+    return subprocess.call([str(PY), "-c", check], cwd=ROOT) == 0
+
+
+def _can_build() -> bool:
+    """mypyc is in .venv (installed by `build` or `test`): the app may build in the background."""
+    return subprocess.call([str(PY), "-c", "import mypyc"], cwd=ROOT, stderr=subprocess.DEVNULL) == 0
+
+
 def test_ray(argv: list[str]) -> int:
     """The Ray tests in .venv-ray, where a missing Ray fails instead of skipping (`argv`: pytest options)."""
     ensure_ray_venv()
@@ -168,6 +201,8 @@ def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "help"
     if cmd == "app":
         ensure_venv("requirements.txt")
+        if os.environ.get("INVERSION_LAB_PURE") != "1" and _can_build():
+            build_engine(wait=False)
         return subprocess.call([str(PY), "-m", "streamlit", "run", str(ROOT / "app.py"), *argv[1:]], cwd=ROOT)
     if cmd == "test":
         ensure_venv("requirements-dev.txt")
@@ -180,7 +215,11 @@ def main(argv: list[str]) -> int:
             return subprocess.call([str(PY), "-m", "pytest", *QUICK, *argv[2:]], cwd=ROOT)
         if argv[1:]:
             return subprocess.call([str(PY), "-m", "pytest", *argv[1:]], cwd=ROOT)
+        compiled = build_engine()
         rc = subprocess.call([str(PY), "-m", "pytest", *UNIT], cwd=ROOT)
+        if compiled:  # and the engine's rules once more, interpreted
+            pure = {**os.environ, "INVERSION_LAB_PURE": "1"}
+            rc = subprocess.call([str(PY), "-m", "pytest", *UNIT, *ENGINE_SUITE], cwd=ROOT, env=pure) or rc
         rc = subprocess.call([str(PY), "-m", "pytest", *BROWSER], cwd=ROOT) or rc
         if os.environ.get("CI") == "true" or RAY_PY.exists():
             rc = test_ray([]) or rc  # CI always covers Ray; locally once .venv-ray exists
@@ -192,6 +231,9 @@ def main(argv: list[str]) -> int:
         os.execv(str(PY), [str(PY), "-m", "deploy.serve", *argv[1:]])
     if cmd == "test-ray":
         return test_ray(argv[1:])
+    if cmd == "build":
+        ensure_venv("requirements-build.txt")
+        return subprocess.call([str(PY), "-m", "engine.native_build", *argv[1:]], cwd=ROOT)
     if cmd == "bench":
         ensure_venv("requirements.txt")
         return subprocess.call([str(PY), "-m", "engine", "bench", *argv[1:]], cwd=ROOT)

@@ -154,6 +154,9 @@ def naive_vidur() -> dict:
 
 
 def run_bench(quick: bool = False) -> None:
+    from .native import ENGINE
+
+    print(f"engine: {ENGINE}")
     print(f"{'scenario':<14}{'requests':>10}{'steps':>11}{'sim s':>9}{'wall s':>9}{'steps/s':>11}"
           f"{'req/s':>10}{'peak MiB':>10}")
     for name, repeats in CASES:

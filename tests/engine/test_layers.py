@@ -1,7 +1,9 @@
 """Layering: the engine runs headless — it imports no streamlit, no plotly and nothing of the app —
 and its folders import one way: `core` (one engine's state and rules) nothing else of the engine,
 `config` (what a run is given) only `core`, `sim` (a run in time) `core` and `config`, `sweeps`
-(many runs) those three; only the package's top (CLI, bench) imports everything."""
+(many runs) those three; only the package's top (CLI, bench) imports everything. One exception: a
+folder's `__init__` boots `engine.native` (which decides whether the event path loads compiled, and
+imports nothing of the engine but the list of those modules)."""
 
 from __future__ import annotations
 
@@ -70,10 +72,20 @@ def test_engine_folders_import_one_way():
         files = sorted((REPO / "engine" / folder).glob("*.py"))
         assert len(files) > 3, folder
         for f in files:
-            extra = engine_folders_imported(f) - allowed
+            extra = engine_folders_imported(f) - allowed - ({"top"} if f.name == "__init__.py" else set())
             if extra:
                 seen[f"{folder}/{f.name}"] = sorted(extra)
     assert not seen
+
+
+def test_only_native_is_booted_from_the_top():
+    """What a folder's `__init__` may take from the package's top: `native`, nothing else."""
+    for folder in MAY_IMPORT:
+        tree = ast.parse((REPO / "engine" / folder / "__init__.py").read_text(encoding="utf-8"))
+        tops = [(n.module, [a.name for a in n.names]) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert tops in ([], [(None, ["native"])]), (folder, tops)
+    assert imported_modules(REPO / "engine" / "native.py") <= {"__future__", "hashlib", "importlib", "json", "os",
+                                                                "sys", "pathlib"}
 
 
 def test_the_layering_check_sees_a_wrong_way_import(tmp_path):

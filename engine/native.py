@@ -1,0 +1,83 @@
+"""Which engine runs: the event path compiled with mypyc, or the same source interpreted.
+
+The compiled build (`python3 tasks.py build`; `tasks.py test` makes it first, `tasks.py app` in
+the background) lives in `.build/mypyc/`, beside the source and never in it: one extension module
+per module of `engine.compiled_modules.COMPILED`, their shared library, and a stamp holding the
+digest of the sources it was made from. `use()` (run once by `import engine`) puts a finder first
+on `sys.meta_path` that loads those modules from the build — only if the stamp matches the source
+on disk now (a rule edited since the build must never run as its old compiled self) and
+INVERSION_LAB_PURE is not set. Otherwise nothing changes: the interpreted engine runs. `ENGINE`
+says which ran, and why; `python -m engine bench` prints it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+from .compiled_modules import COMPILED
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / ".build" / "mypyc"
+STAMP = "stamp.json"
+GROUP = "inversion_lab_engine__mypyc"  # the shared library the compiled modules import
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+ENGINE = "pure Python (not yet decided)"
+
+
+def digest(root: Path = ROOT) -> str:
+    """What a build is valid for: the compiled modules' sources and this interpreter's ABI."""
+    h = hashlib.sha256(sys.implementation.cache_tag.encode() + SUFFIX.encode())
+    for path in COMPILED:
+        h.update(path.encode() + b"\0" + (root / path).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def module_name(path: str) -> str:
+    return path.removesuffix(".py").replace("/", ".")
+
+
+class CompiledFinder:
+    """Finds the compiled event-path modules (and their shared library) in the build folder."""
+
+    def __init__(self, lib: Path):
+        self.files = {module_name(p): lib / (p.removesuffix(".py") + SUFFIX) for p in COMPILED}
+        self.files[GROUP] = lib / (GROUP + SUFFIX)
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        where = self.files.get(fullname)
+        return None if where is None else importlib.util.spec_from_file_location(fullname, where)
+
+
+def why_pure(lib: Path = BUILD) -> str | None:
+    """Why the interpreted engine must run (None: the compiled build may)."""
+    if os.environ.get("INVERSION_LAB_PURE") == "1":
+        return "INVERSION_LAB_PURE=1"
+    try:
+        stamp = json.loads((lib / STAMP).read_text())
+    except (OSError, ValueError):
+        return "no compiled build (python3 tasks.py build)"
+    if stamp.get("digest") != digest():
+        return "the compiled build is older than the source (python3 tasks.py build)"
+    if any(not p.is_file() for p in CompiledFinder(lib).files.values()):
+        return "the compiled build is incomplete (python3 tasks.py build)"
+    return None
+
+
+def use(lib: Path = BUILD) -> str:
+    """Load the event path compiled when a valid build is there (before any of it is imported)."""
+    global ENGINE
+    if any(isinstance(f, CompiledFinder) for f in sys.meta_path):
+        return ENGINE
+    why = why_pure(lib)
+    if why is None and not any(module_name(p) in sys.modules for p in COMPILED):
+        sys.meta_path.insert(0, CompiledFinder(lib))
+        ENGINE = f"compiled (mypyc, {len(COMPILED)} modules)"
+    else:
+        ENGINE = f"pure Python ({why or 'its modules were imported before the build was found'})"
+    return ENGINE
