@@ -112,3 +112,13 @@ def test_running_a_scenario_loads_no_ui_library():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly', 'ui')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_package_ships_every_engine_folder():
+    """`pip install .` installs what `packages` lists: every folder with an `__init__` (engine's four
+    once shipped as `engine` alone, so an installed engine could not import its own core)."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "engine").rglob("__init__.py")}
+    assert folders and folders <= listed, sorted(folders - listed)
