@@ -129,6 +129,7 @@ def test_uploads_parquet_csv_and_plan_json():
     ([("runs.parquet", b"PAR1 not really")], "runs.parquet: not a readable parquet table"),
     ([("runs.csv", b"\xff\xfe\x00garbage")], "runs.csv: not"),
     ([("runs.csv", table().head(0).to_csv(index=False).encode())], "no runs yet"),
+    ([("runs.csv", table().drop(columns="slo_ttft_s").to_csv(index=False).encode())], "no column slo_ttft_s"),
     ([("runs.csv", table().to_csv(index=False).encode()), ("x.json", b"{oops")], "x.json: not a JSON file"),
     ([("runs.csv", table().to_csv(index=False).encode()), ("x.json", b"[1]")], "neither a plan.json"),
 ])
@@ -136,6 +137,13 @@ def test_bad_uploads_say_why(files, needle):
     with pytest.raises(sd.SweepFileError) as err:
         sd.from_uploads(files)
     assert needle in str(err.value)
+
+
+def test_text_from_a_file_is_inert_and_links_nowhere():
+    """Markdown escaped, and no web address, link or e-mail GFM would turn into a live link."""
+    for text in ("www.evil.example/a", "https://evil.example", "ceo@evil.example", "[x](http://e)"):
+        shown = sd.inert(text)
+        assert "www." not in shown and "://" not in shown and "@evil" not in shown and "](" not in shown, shown
 
 
 def test_paths_outside_the_working_directory_are_refused(tmp_path):
@@ -167,7 +175,7 @@ def test_a_sweep_directory_reads_table_manifest_and_plan(tmp_path):
 
 
 def test_inert_escapes_markdown():
-    assert sd.inert("[x](http://e) **b** <i>") == r"\[x\]\(http\://e\) \*\*b\*\* \<i\>"
+    assert sd.inert("[x](http://e) **b** <i>") == "\\[x\\]\\(http\\:\u2060//e\\) \\*\\*b\\*\\* \\<i\\>"
 
 
 def test_picker_columns():

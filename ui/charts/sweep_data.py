@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +19,12 @@ from engine import ScenarioError
 from engine.sweeps.plan import cheapest, knob_columns_of, pareto, points, read_plan
 from engine.sweeps.sweep_store import MANIFEST, TABLE, read_manifest, read_table
 
-REQUIRED = ("run", "class", "priority", "gpus", "ttft_p99", "served_tok_s")
+from ..frame.untrusted import plain
+
+REQUIRED = ("run", "class", "priority", "gpus", "ttft_p99", "tpot_p99", "served_tok_s", "slo_ttft_s", "slo_tpot_s",
+            "rejected", "unfinished")  # (the SLO predicate, `engine.sweeps.slo.rows_ok`, reads the last five)
 MAX_BYTES = 20 << 20  # the app's upload limit (.streamlit/config.toml)
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
 
 
 class SweepFileError(ValueError):
@@ -44,8 +46,9 @@ class SweepData:
 
 
 def inert(text: object) -> str:
-    """Text from a file or a text box made inert for st.markdown (every special character escaped)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
+    """Text from a file or a text box made inert for st.markdown: every special character escaped
+    and no autolink left live (`ui.frame.untrusted.plain`)."""
+    return plain(str(text))
 
 
 def resolve_inside(text: str, root: Path) -> Path:
