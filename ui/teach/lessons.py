@@ -27,7 +27,7 @@ from ..panels.vocab import look
 
 LESSON_DIR = Path(__file__).resolve().parents[2] / "lessons"
 OPS = claims.OPS
-CHARTS = ("timeline", "bars", "sweep", "dashboard", "step")
+CHARTS = ("timeline", "bars", "sweep", "dashboard", "step", "wait")
 _PREFIX = re.compile(r"^\d+-")
 # a number in a reveal, filled from the runs: {P0.ttft_p99@2} (run 2's value), {P0.ttft_p99@2/1} (run 2's ÷ run 1's)
 SLOT = re.compile(r"\{([A-Za-z_][\w.]*)@(\d+)(?:/(\d+))?\}")
