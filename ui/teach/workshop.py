@@ -182,7 +182,8 @@ def _run(base: lessons.Lesson, room: str | None, present: bool) -> None:
         return
     typed = ss.get(f"ws_est_{base.slug}")
     value = estimates.from_input(base.estimate, typed) if base.estimate and typed is not None else None
-    err = room_view.submit(room, base.slug, ss.get(f"ws_q_{base.slug}"), value)
+    curve = [ss.get(f"ws_curve_{base.slug}_{i}") for i in range(len(base.curve["at"]))] if base.curve else None
+    err = room_view.submit(room, base.slug, ss.get(f"ws_q_{base.slug}"), value, curve)
     ss[f"ws_sent_{base.slug}"] = err or ""
 
 
@@ -227,7 +228,7 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     band = lesson_evidence.estimate_band(base.slug, est)
     if not ran:
         if room is not None and present:
-            room_view.live(room, base.slug, est, band, list(lesson.options), lambda: None)
+            room_view.live(room, base.slug, est, band, list(lesson.options), lambda: None, _room_curve(base))
         return
     scs, results = _results(base)
     right = lesson.options[lesson.answer]
@@ -246,7 +247,8 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
         _curve_score(base, scs, done)
     if room is not None and present:
         value = estimates.actual(est, results) if est is not None else None
-        room_view.live(room, base.slug, est, band, list(lesson.options), lambda: (base.answer, value))
+        room_view.live(room, base.slug, est, band, list(lesson.options), lambda: (base.answer, value),
+                       _room_curve(base, done))
     st.table(lessons.reveal_table(lesson, results))  # static, cells wrap: four runs' columns fit at 1280 px
     if lesson.article:
         article_note(lesson, results)
@@ -266,14 +268,19 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
         _prompts(lesson)
 
 
-def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
-    """"Draw your curve": one number per point of the sweep, before the reveal."""
+def curve_question(base: lessons.Lesson) -> str:
+    """"Draw your curve" in words (Markdown): the metric, the knob and its unit."""
     from ..runtime.sweeps import KNOBS
 
     knob = KNOBS[base.chart["knob"]]
-    st.markdown(_("**Draw your curve:** {metric} (s) at these values of the {knob} ({unit})").format(
+    return _("**Draw your curve:** {metric} (s) at these values of the {knob} ({unit})").format(
         metric=lessons.metric_label(base.curve["metric"]), knob=_(knob.label).lower() if language() == "en"
-        else _(knob.label), unit=_(knob.unit)))
+        else _(knob.label), unit=_(knob.unit))
+
+
+def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
+    """"Draw your curve": one number per point of the sweep, before the reveal."""
+    st.markdown(curve_question(base))
     cols = st.columns(len(base.curve["at"]))
     for i, (col, v) in enumerate(zip(cols, base.curve["at"])):
         col.number_input(f"{v:,g}", min_value=0.0, max_value=1e6, value=None, step=0.1, format="%g",
@@ -283,7 +290,7 @@ def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
 def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
     """The drawn curve against each point's seed band, with the run shown, as words and a figure."""
     from ..charts.fig_curve import curve_figure
-    from ..runtime.sweeps import KNOBS, frame
+    from ..runtime.sweeps import KNOBS
 
     bands = lesson_evidence.curve_bands(base.slug, base.curve)
     if bands is None:
@@ -292,13 +299,7 @@ def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
     ss = st.session_state
     typed = [ss.get(f"ws_curve_{base.slug}_{i}") for i in range(len(base.curve["at"]))]
     points = estimates.curve_points(base.curve, bands, typed)
-    cls = base.curve["metric"].split(".", 1)[0]
-    table = frame(lesson_charts.sweep_plan(base), done)
-    mine = table[(table["class"] == cls)]
-    shown = []
-    for v in base.curve["at"]:
-        hit = mine[mine["value"] == float(v)]["ttft_p99"]
-        shown.append(float(hit.iloc[0]) if len(hit) else None)
+    shown = _curve_shown(base, done)
     knob = KNOBS[base.chart["knob"]]
     if all(g is None for g in typed):  # nothing drawn (presenter mode runs without): the chart above says it
         return
@@ -306,6 +307,33 @@ def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
     st.plotly_chart(curve_figure(points, shown, f"{_(knob.label)} ({_(knob.unit)})",
                                  _("{metric} (s)").format(metric=lessons.metric_label(base.curve["metric"]))),
                     key=f"ws_curve_fig_{base.slug}", theme=None, config={"displaylogo": False})
+
+
+def _curve_shown(base: lessons.Lesson, done: dict) -> list[float | None]:
+    """The run's value at each point of the lesson's curve (None where its sweep point is not back)."""
+    from ..runtime.sweeps import frame
+
+    cls = base.curve["metric"].split(".", 1)[0]
+    table = frame(lesson_charts.sweep_plan(base), done)
+    mine = table[(table["class"] == cls)]
+    shown = []
+    for v in base.curve["at"]:
+        hit = mine[mine["value"] == float(v)]["ttft_p99"]
+        shown.append(float(hit.iloc[0]) if len(hit) else None)
+    return shown
+
+
+def _room_curve(base: lessons.Lesson, done: dict | None = None) -> dict | None:
+    """What the presenter's live panel needs to draw the room's curves (None: the lesson asks for none)."""
+    if base.curve is None:
+        return None
+    from ..runtime.sweeps import KNOBS
+
+    knob = KNOBS[base.chart["knob"]]
+    bands = lesson_evidence.curve_bands(base.slug, base.curve)
+    return {"at": base.curve["at"], "x_label": f"{_(knob.label)} ({_(knob.unit)})",
+            "y_label": _("{metric} (s)").format(metric=lessons.metric_label(base.curve["metric"])),
+            "bands": bands["points"] if bands else None, "shown": _curve_shown(base, done) if done is not None else None}
 
 
 def _estimate_score(base: lessons.Lesson, est: dict, band: dict | None, results) -> None:
