@@ -528,6 +528,8 @@ def test_the_handout_holds_every_lesson_with_numbers_and_charts():
     assert "presenter" not in mine and "The simulation says" not in mine and "plotly-graph-div" not in mine
     for lesson in lessons.all_lessons():
         assert f"{lesson.title}</h2>" in mine and lesson.question in mine and lesson.prompts[0] in mine
+    assert mine.count("Estimate:") == len(lessons.all_lessons()) and "Over 20 seeds" not in mine  # the numbers too
+    assert unescape(html).count("Over 20 seeds it lay between") >= len(lessons.all_lessons())  # their bands
 
 
 @pytest.mark.parametrize("page", PAGES)

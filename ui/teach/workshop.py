@@ -461,12 +461,13 @@ def _handout(stamp: tuple, lang: str, answers: bool = True) -> str:
     sections = []
     for n, base in enumerate(found, 1):
         lesson = lessons.localized(base)
+        labels = [label for label, _o in lesson.runs]
         if not answers:  # the participants' copy: the questions only, nothing run
-            sections.append(handout.lesson_html(n, lesson, at[base.slug], None, None, [], None, answers=False))
+            sections.append(handout.lesson_html(n, lesson, at[base.slug], None, None, [], None, answers=False,
+                                                asked=numbers_asked(base, labels)))
             continue
         scs, results = _results(base)
         lesson = replace(lesson, reveal=lessons.fill(lesson.reveal, results))
-        labels = [label for label, _o in lesson.runs]
         p = lesson_charts.sweep_plan(base)
         done = runs.summaries(p.keys, purpose="ws-sweep")[0] if p else {}
         fig = lesson_charts.figure(base, scs, results, labels, done)
@@ -478,12 +479,39 @@ def _handout(stamp: tuple, lang: str, answers: bool = True) -> str:
             note = _("The article (illustrative): {says}. Simulated: {v0} → {v1}.").format(
                 says=a["says"], v0=vals[0], v1=vals[1])
         sections.append(handout.lesson_html(n, lesson, at[base.slug], lessons.reveal_table(lesson, results), fig,
-                                            claims, note))
+                                            claims, note, asked=numbers_asked(base, labels, results, done)))
     total = lessons.total_minutes(found, RECAP_MIN) + INTRO_MIN
     if not answers:
         return handout.document(sections, agenda(found), None, None, total, answers=False)
     t = recap.table(recap_runs(DEFAULT_SEEDS))  # the handout's recap: over the pages' default seeds
     return handout.document(sections, agenda(found), recap.shown(t), remedies_bars(t, 1.0), total)
+
+
+def numbers_asked(base: lessons.Lesson, labels: list[str], results=None, done: dict | None = None
+                  ) -> list[handout.NumberAsked]:
+    """The lesson's numbers to predict as the handout asks them: the estimate's question and, for a
+    sweep lesson, the curve's; with `results` (the presenter's copy) each with its band over the
+    seeds and the run's own value."""
+    out = []
+    est = base.estimate
+    if est is not None:
+        answer = ()
+        if results is not None:
+            band = lesson_evidence.estimate_band(base.slug, est)
+            here = _("On the run shown: {value}.").format(value=estimates.shown(est, estimates.actual(est, results)))
+            answer = ((estimates.band_words(est, band) + " " if band else "") + here,)
+        out.append(handout.NumberAsked(estimates.question(est, labels), answer=answer))
+    if base.curve is not None:
+        question = curve_question(base)
+        at = tuple(f"{v:,g}" for v in base.curve["at"])
+        answer = ()
+        bands = lesson_evidence.curve_bands(base.slug, base.curve) if results is not None else None
+        if bands is not None:
+            answer = tuple(_("{lo}–{hi} (median {median})").format(
+                lo=lessons.fmt_metric(base.curve["metric"], b["min"]), hi=lessons.fmt_metric(base.curve["metric"], b["max"]),
+                median=lessons.fmt_metric(base.curve["metric"], b["median"])) for b in bands["points"])
+        out.append(handout.NumberAsked(question, at, answer))
+    return out
 
 
 def handout_button(found: list[lessons.Lesson]) -> None:
