@@ -433,7 +433,7 @@ def show_recap(lab: Lab) -> None:
         st.warning(_("The recap could not run: {err}").format(err=plain(err)), icon=":material/error:")
         return
     st.plotly_chart(remedies_bars(t, 1.0), key="ws_recap_fig", theme=None, config={"displaylogo": False})
-    st.dataframe(recap.shown(t), hide_index=True, width="stretch")
+    st.table(recap.shown(t), hide_index=True)  # static, cells wrap: every row and column shows at 1280 px
     st.markdown(_("**What each remedy costs, as capacity**"))
     if st.toggle(_("Search every remedy's capacity"), key="ws_recap_cap",
                  help=_("Eleven capacity searches in the background; the decision below searches only its own "
