@@ -333,7 +333,8 @@ def _room_curve(base: lessons.Lesson, done: dict | None = None) -> dict | None:
     bands = lesson_evidence.curve_bands(base.slug, base.curve)
     return {"at": base.curve["at"], "x_label": f"{_(knob.label)} ({_(knob.unit)})",
             "y_label": _("{metric} (s)").format(metric=lessons.metric_label(base.curve["metric"])),
-            "bands": bands["points"] if bands else None, "shown": _curve_shown(base, done) if done is not None else None}
+            "bands": bands["points"] if bands else None,
+            "shown": _curve_shown(base, done) if done is not None else None}
 
 
 def _estimate_score(base: lessons.Lesson, est: dict, band: dict | None, results) -> None:
@@ -507,9 +508,10 @@ def numbers_asked(base: lessons.Lesson, labels: list[str], results=None, done: d
         answer = ()
         bands = lesson_evidence.curve_bands(base.slug, base.curve) if results is not None else None
         if bands is not None:
+            fmt = lessons.fmt_metric
+            m = base.curve["metric"]
             answer = tuple(_("{lo}–{hi} (median {median})").format(
-                lo=lessons.fmt_metric(base.curve["metric"], b["min"]), hi=lessons.fmt_metric(base.curve["metric"], b["max"]),
-                median=lessons.fmt_metric(base.curve["metric"], b["median"])) for b in bands["points"])
+                lo=fmt(m, b["min"]), hi=fmt(m, b["max"]), median=fmt(m, b["median"])) for b in bands["points"])
         out.append(handout.NumberAsked(question, at, answer))
     return out
 
