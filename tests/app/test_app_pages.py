@@ -480,7 +480,7 @@ def test_view_settings_left_at_their_default_follow_the_scenario():
 def test_recap_compares_every_remedy_on_the_same_traffic():
     at = on_page("pages/workshop.py", lesson="recap", seeds="2")
     assert not at.exception
-    table = at.dataframe[0].value
+    table = at.table[0].value  # a static table: every row and column shows at 1280 px (a scrolling one cut both)
     assert len(table) == 11 and "P0 P99 TTFT" in table.columns and "GPUs" in table.columns
     assert all("(" in v and "–" in v for v in table["P0 P99 TTFT"])  # pooled over 2 seeds, their min–max
     assert any(c.value.startswith("Over seeds 7, 8: each percentile pools") for c in at.caption)
@@ -489,7 +489,7 @@ def test_recap_compares_every_remedy_on_the_same_traffic():
     assert any("What each remedy costs, as capacity" in m.value for m in at.markdown)
     at.toggle(key="ws_recap_cap").set_value(True).run()  # eleven searches: asked for, not by default
     assert any(c.value.startswith("Capacity: the largest scale of this traffic") for c in at.caption)
-    capacity = at.dataframe[1].value  # one row per remedy, filled in as the background search settles
+    capacity = at.dataframe[0].value  # one row per remedy, filled in as the background search settles
     assert len(capacity) == 11
 
 
@@ -528,6 +528,8 @@ def test_the_handout_holds_every_lesson_with_numbers_and_charts():
     assert "presenter" not in mine and "The simulation says" not in mine and "plotly-graph-div" not in mine
     for lesson in lessons.all_lessons():
         assert f"{lesson.title}</h2>" in mine and lesson.question in mine and lesson.prompts[0] in mine
+    assert mine.count("Estimate:") == len(lessons.all_lessons()) and "Over 20 seeds" not in mine  # the numbers too
+    assert unescape(html).count("Over 20 seeds it lay between") >= len(lessons.all_lessons())  # their bands
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -26,7 +26,8 @@ def recap(**query) -> AppTest:
 
 
 def tables(at: AppTest) -> list:
-    return [d.value for d in at.dataframe]
+    """Every table on the page: the scrolling ones, then the static ones (the candidates: cells wrap)."""
+    return [d.value for d in at.dataframe] + [t.value for t in at.table]
 
 
 def test_the_workshop_ends_with_a_decision_on_its_own_traffic():

@@ -147,3 +147,32 @@ def test_draw_your_curve_on_the_sweep_lesson():
         "Your curve: 4 of")  # 50 s at a 2048-token reserve is far outside it
     assert at.number_input(key=f"ws_curve_{slug}_0").disabled
     assert len(at.get("plotly_chart")) == 2  # the sweep, and the drawn curve over the bands
+
+
+def test_the_participants_curves_reach_the_presenter(room_db):
+    """On the lesson that asks for a curve, each participant's drawn points are stored with their
+    prediction; the presenter sees every curve, faint, and after the reveal the seed band under them."""
+    slug = "reserve-when-budget-binds"
+    presenter, code = open_room(slug)
+    assert titled(presenter, "Curves: 0")
+    drawn = [[1.0, 0.7, 0.5, 0.4], [3.0, None, 1.0, 0.8]]
+    for points in drawn:
+        p = on_page(room=code, lesson=slug)
+        p.radio(key=f"ws_q_{slug}").set_value(0)
+        for i, v in enumerate(points):
+            if v is not None:
+                p.number_input(key=f"ws_curve_{slug}_{i}").set_value(v)
+        p.run()
+        p.button(key=f"ws_run_{slug}").click().run()
+        assert not p.exception and any(f"in room {code}" in c.value for c in p.caption)
+    stored = sorted(x.curve for x in room_store.RoomStore(room_db).predictions(code, slug))
+    assert stored == sorted(tuple(c) for c in drawn)
+    presenter.run()
+    before = titled(presenter, "Curves: 2")[0]
+    assert not [t for t in before["data"] if t.get("fill") == "tonexty"]  # no band before the reveal
+    presenter.button(key=f"ws_run_{slug}").click().run()
+    assert not presenter.exception
+    after = titled(presenter, "Curves: 2")[0]
+    faint = [t for t in after["data"] if t.get("legendgroup") == "drawn"]
+    assert [t["y"] for t in faint] == drawn
+    assert [t for t in after["data"] if t.get("fill") == "tonexty"]  # the seed band, once revealed

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import full_shot, open_app, pick, wait_idle
+from tests.support.browser import full_shot, open_app, pick, text_overlaps, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -167,7 +167,7 @@ def test_every_lessons_reveal_reads_at_1280_px_in_both_languages(page, app_url, 
             wait_idle(page, 180_000)
             expect(page.get_by_test_id("stException")).to_have_count(0)
             expect(main.locator(".js-plotly-plot").first).to_be_visible()
-            bad = cut_off(page) + page.evaluate(LABELS_OVERLAP)
+            bad = cut_off(page) + page.evaluate(LABELS_OVERLAP) + text_overlaps(page)
             assert bad == [], (lesson.slug, lang, bad)
             full_shot(page, shots / f"w1280_lesson{n:02d}_{lang}.png")
 

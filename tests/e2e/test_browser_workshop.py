@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import full_shot, open_app, wait_idle
+from tests.support.browser import full_shot, open_app, text_overlaps, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -106,4 +106,7 @@ def test_the_recap_ends_with_a_decision_that_the_page_polls_in(page, app_url, sh
     expect(done.get_by_text("Decision: priority policy + P2 prompts split at 4,096 tokens.")).to_have_count(1)
     expect(done.get_by_text("Provisional", exact=False)).to_have_count(0)
     expect(done.locator(".js-plotly-plot")).to_have_count(1)  # benefit against capacity
+    page.set_viewport_size({"width": 1280, "height": 800})  # a projector's
+    wait_idle(page)
+    assert text_overlaps(page) == []  # the recap's and the decision's labels, and their tables, at 1280 px
     full_shot(page, shots / "workshop_decision.png")

@@ -162,7 +162,7 @@ def test_required_is_all_but_one_in_twenty():
 
 def test_a_lesson_is_a_story():
     s = stories.of_lesson(Path(__file__).parents[2] / "lessons" / "05-inheritance-disappoints.md")
-    assert s.scenario == "classic-inversion" and len(s.runs) == 3 and s.claims
+    assert s.scenario == "classic-inversion" and len(s.runs) == 4 and s.claims  # prio, inherit, boost, evict
 
 
 def test_audit_runs_seeds_in_order_and_scales_the_load(tmp_path):

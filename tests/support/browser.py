@@ -104,3 +104,27 @@ def full_shot(page, path) -> None:
     page.wait_for_timeout(300)
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size({"width": width, "height": 1000})
+
+
+TEXT_OVERLAP = """() => {
+  const out = [];
+  const sel = 'g.xtick text, g.ytick text, g.annotation text, text.bartext, g.g-gtitle text, g.g-xtitle text, '
+    + 'g.g-ytitle text';
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const boxes = [...plot.querySelectorAll(sel)].map(t => ({t: t.textContent, b: t.getBoundingClientRect()}))
+      .filter(x => x.b.width > 0 && x.t.trim());
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+      const a = boxes[i].b, c = boxes[j].b;
+      if (a.left < c.right - 1 && c.left < a.right - 1 && a.top < c.bottom - 1 && c.top < a.bottom - 1)
+        out.push(boxes[i].t + ' | ' + boxes[j].t);
+    }
+  }
+  for (const t of document.querySelectorAll('[data-testid=stTable]'))
+    if (t.scrollWidth > t.clientWidth + 1) out.push('table wider than its column: ' + t.textContent.slice(0, 60));
+  return out; }"""
+
+
+def text_overlaps(page) -> list[str]:
+    """Pairs of chart texts (tick labels, annotations and titles, bar labels) that overlap on the
+    page as drawn, and static tables wider than their column: what a projector at 1280 px cannot show."""
+    return page.evaluate(TEXT_OVERLAP)

@@ -93,3 +93,24 @@ def test_the_figure_draws_each_settled_option_with_its_band_the_slo_and_the_choi
     assert "on 3 of 3 seeds" in split.hovertext[0] and "90 requests" in split.hovertext[0]
     assert [s.y0 for s in fig.layout.shapes] == [1.0]  # the SLO
     assert fig.layout.xaxis.range[1] == pytest.approx(1.65) and fig.layout.yaxis.type == "log"
+
+
+def test_the_figure_stays_readable_at_1280_px():
+    """Several configurations that fail at the smallest load share x = 0: they are set side by side
+    (not on top of each other, the hover keeps the true value), the axis starts left of 0 so they clear
+    the tick labels, the log axis is labelled at 1-2-5 only, and the SLO's label sits on its line
+    (plotly put a line's annotation at 10^y on a log axis: at 10 s for a 1 s SLO)."""
+    rows = [judged(AS_IS, 0, cap=0, p99=17.0), judged("priority", 0, cap=0, p99=6.6),
+            judged("priority+token_reserve", 0, cap=0, p99=6.6), judged("priority+kv_reserve", 0, cap=0, p99=6.2),
+            judged("priority+holder_split", 2, cap=1.76, p99=0.71)]
+    fig = benefit_cost(rows, {}, 1.0, "priority+holder_split")
+    at_zero = [t.x[0] for t in fig.data[:4]]
+    assert len(set(at_zero)) == 4 and sum(at_zero) == pytest.approx(0.0)  # apart, centred on 0
+    assert all("capacity < 0.125×" in t.hovertext[0] for t in fig.data[:4])
+    assert fig.layout.xaxis.range[0] < min(at_zero) - 0.01  # clear of the y axis's labels
+    assert fig.data[4].x == (pytest.approx(1.76),)  # alone: exactly where it is
+    ticks = list(fig.layout.yaxis.tickvals)
+    assert set(ticks) <= {m * 10.0 ** d for d in range(-2, 4) for m in (1, 2, 5)} and {1.0, 10.0} <= set(ticks)
+    assert list(fig.layout.yaxis.ticktext) == [f"{t:g}" for t in ticks]
+    (label,) = fig.layout.annotations
+    assert label.text == "P0 SLO 1 s" and label.yref == "y" and label.y == pytest.approx(0.0)  # log10(1 s)

@@ -67,6 +67,14 @@ def test_every_lessons_band_is_in_the_audit_as_the_lesson_is_now():
     assert lesson_evidence.estimate_band(LESSONS[0].slug, changed, DATA) is None
 
 
+def test_every_number_to_predict_varies_over_the_seeds():
+    """A band of zero width (the same value on every seed: two runs that never differ) scores a
+    guess against one point, not a spread; a lesson asks for a number the seeds move."""
+    for slug, path in PATHS.items():
+        band = lesson_evidence.estimate_band(slug, lessons.parse(path).estimate, DATA)
+        assert band["max"] > band["min"], f"{slug}: the band is {band['min']} on every seed"
+
+
 @pytest.mark.parametrize("slug", ["primer", "no-alarm"])
 def test_the_band_holds_the_run_shown(slug):
     """The lesson's own seed is the band's first: its value on the run shown is that seed's value."""

@@ -51,3 +51,31 @@ def test_the_curve_figure_has_the_band_the_run_and_the_drawn_points():
     assert list(yours.x) == [0, 2048] and list(yours.y) == [1.2, 0.3]  # the point not drawn is left out
     lo = fig.data[names.index("seed band (min–max)")]
     assert list(lo.y) == [0.8, 0.6, 0.4] and lo.fill == "tonexty"
+
+
+def test_the_rooms_curves_are_drawn_faintly_and_the_band_only_once_given():
+    from ui.charts.fig_room import curves_figure
+
+    at = [0, 1024, 2048, 4096]
+    drawn = [[1.0, 0.8, 0.6, 0.5], [2.0, None, 1.0, 0.9], [None, None, None, None], [1.0, 2.0]]  # blank, malformed
+    before = curves_figure(drawn, at, None, None, "reserve (tokens)", "P0 P99 TTFT (s)")
+    lines = [t for t in before.data if t.legendgroup == "drawn"]
+    assert len(lines) == 2 and all(t.opacity < 0.5 for t in lines)  # one faint line per drawn curve
+    assert list(lines[1].y) == [2.0, None, 1.0, 0.9] and lines[1].connectgaps is False  # a blank is a gap
+    assert sum(bool(t.showlegend) for t in lines) == 1 and before.layout.title.text == "Curves: 2"
+    assert not [t for t in before.data if t.fill == "tonexty"]  # no band before the reveal
+    bands = [{"min": 0.8, "max": 1.2, "median": 1.0}, {"min": 0.6, "max": 0.9, "median": 0.7},
+             {"min": 0.5, "max": 0.7, "median": 0.6}, {"min": 0.4, "max": 0.6, "median": 0.5}]
+    after = curves_figure(drawn, at, bands, [1.0, 0.7, 0.6, None], "reserve (tokens)", "P0 P99 TTFT (s)")
+    names = [t.name for t in after.data]
+    band = after.data[names.index("seed band (min–max)")]
+    assert list(band.y) == [0.8, 0.6, 0.5, 0.4] and band.fill == "tonexty"
+    assert list(after.data[names.index("this run")].y) == [1.0, 0.7, 0.6, None]
+    assert list(after.layout.xaxis.tickvals) == at and after.layout.yaxis.type != "log"
+
+
+def test_wild_curves_go_on_a_log_axis():
+    from ui.charts.fig_room import curves_figure
+
+    fig = curves_figure([[1.0, 0.5], [80.0, 60.0]], [0, 2048], None, None, "x", "y")
+    assert fig.layout.yaxis.type == "log"

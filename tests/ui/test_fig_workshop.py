@@ -23,3 +23,18 @@ def test_runs_are_numbered_under_the_bars_and_named_in_the_legend():
     assert [s.y0 for s in fig.layout.shapes] == [1.0]
     # every panel's axis counts runs: no 0.5/1.5/2.5 ticks where the legend's markers sit (seen at 1280 px)
     assert [fig.layout[a].type for a in ("xaxis", "xaxis2")] == ["category", "category"]
+
+
+def test_the_recaps_slo_is_in_its_panels_title_not_on_the_best_bars_label():
+    """At 1280 px the "SLO 1 s" label on the line sat on the best remedy's bar label ("2 GPUs …: 0.713 s")."""
+    import pandas as pd
+
+    from ui.charts.fig_workshop import remedies_bars
+
+    t = pd.DataFrame({"label": ["2 GPUs: P0 + P1 on one, P2 on the other", "vLLM FCFS (no remedy)"],
+                      "p0_p99": [0.713, 17.2], "throughput": [347.0, 338.0]})
+    fig = remedies_bars(t, 1.0)
+    assert [a.text for a in fig.layout.annotations] == ["P0 · P99 TTFT (s), SLO 1 s", "Served rate (tok/s)"]
+    assert [(s.x0, s.x1) for s in fig.layout.shapes] == [(1.0, 1.0)]  # the line is still drawn
+    assert list(fig.data[0].text) == ["0.713 s", "17.2 s"]
+    assert [a.text for a in remedies_bars(t, None).layout.annotations][0] == "P0 · P99 TTFT (s)"

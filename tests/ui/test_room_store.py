@@ -72,6 +72,58 @@ def test_malformed_input_is_refused(store, args, why):
     assert store.predictions(code, "primer") == []
 
 
+def test_a_drawn_curve_is_stored_with_its_prediction_and_replaced_with_it(store):
+    code = store.open_room()
+    slug = "reserve-when-budget-binds"
+    store.submit(code, slug, PIDS[0], 1, None, [1.0, None, 0.5, 0.25])
+    store.submit(code, slug, PIDS[1], 0, None, [2, 1, 1, 1])
+    store.submit(code, slug, PIDS[2], 2, 3.0)  # no curve drawn
+    got = {p.participant: p.curve for p in store.predictions(code, slug)}
+    assert got == {PIDS[0]: (1.0, None, 0.5, 0.25), PIDS[1]: (2.0, 1.0, 1.0, 1.0), PIDS[2]: None}
+    store.submit(code, slug, PIDS[0], 1, None, [0.9, 0.8, 0.7, 0.6])  # drawn again: replaced
+    store.submit(code, slug, PIDS[1], 0, None, [None, None, None, None])  # a new prediction with nothing drawn
+    got = {p.participant: p.curve for p in store.predictions(code, slug)}
+    assert got[PIDS[0]] == (0.9, 0.8, 0.7, 0.6) and got[PIDS[1]] is None
+    assert store.predictions(code, "primer") == [] and store.participants(code) == 3
+
+
+@pytest.mark.parametrize("curve, why", [
+    ("1,2,3", "list"), ([], "list"), ([1.0] * 13, "list"), ([1.0, float("nan")], "finite"),
+    ([1.0, "2"], "number"), ([True, 1.0], "number"), ([1e300], "finite"),
+])
+def test_a_malformed_curve_is_refused_and_nothing_is_written(store, curve, why):
+    code = store.open_room()
+    with pytest.raises(RoomError, match=why):
+        store.submit(code, "primer", PIDS[0], 0, 1.0, curve)
+    assert store.predictions(code, "primer") == []
+
+
+def test_a_curve_a_hand_edited_file_spoiled_reads_as_none(store, tmp_path):
+    code = store.open_room()
+    store.submit(code, "primer", PIDS[0], 0, 1.0, [1.0, 2.0])
+    db = sqlite3.connect(tmp_path / "rooms.sqlite")
+    db.execute("UPDATE curves SET points = '[\"<b>\", 1e999]'")
+    db.commit()
+    assert [p.curve for p in store.predictions(code, "primer")] == [None]
+
+
+def test_a_file_written_before_curves_were_stored_opens_and_takes_them(tmp_path):
+    """A rooms file from before this table existed (a restart onto an older file): its rooms and
+    predictions are read, and a curve can be added, with no migration step."""
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    for statement in room_store.SCHEMA[:2]:
+        db.execute(statement)
+    db.execute("INSERT INTO rooms VALUES ('ABCDE', 0)")
+    db.execute(f"INSERT INTO predictions VALUES ('ABCDE', 'primer', '{PIDS[0]}', 1, 2.0, 0)")
+    db.commit()
+    db.close()
+    store = RoomStore(path)
+    assert [(p.choice, p.estimate, p.curve) for p in store.predictions("ABCDE", "primer")] == [(1, 2.0, None)]
+    store.submit("ABCDE", "primer", PIDS[1], 0, None, [1.0, 0.5])
+    assert [p.curve for p in store.predictions("ABCDE", "primer")] == [None, (1.0, 0.5)]
+
+
 def test_a_room_survives_a_restart(tmp_path):
     """A restarted server opens the same file: the room and its predictions are there."""
     path = tmp_path / "rooms.sqlite"
@@ -162,10 +214,11 @@ def test_a_database_url_goes_through_sqlalchemy(tmp_path):
         th.start()
     for th in threads:
         th.join()
-    store.submit(code, "primer", PIDS[0], 2, 99.0)
+    store.submit(code, "primer", PIDS[0], 2, 99.0, [1.5, None, 0.5])
     again = RoomStore(url)  # a restart
     preds = {p.participant: p for p in again.predictions(code, "primer")}
     assert len(preds) == 30 and (preds[PIDS[0]].choice, preds[PIDS[0]].estimate) == (2, 99.0)
+    assert preds[PIDS[0]].curve == (1.5, None, 0.5) and preds[PIDS[1]].curve is None
     assert again.participants(code) == 30 and again.exists(code)
 
 

@@ -189,9 +189,25 @@ def test_fill_takes_the_reveals_numbers_from_the_runs():
 def test_a_reveal_slot_naming_a_missing_run_is_refused(tmp_path):
     src = lessons.LESSON_DIR / "01-inversion-appears.md"
     bad = tmp_path / "01-bad.md"
-    bad.write_text(src.read_text().replace("{P0.ttft_p99@1}", "{P0.ttft_p99@3}"))
+    bad.write_text(src.read_text().replace("{P0.ttft_p99@1}", "{P0.ttft_p99@9}"))
     with pytest.raises(ValueError, match="names a run"):
         lessons.parse(bad)
+
+
+@pytest.mark.parametrize("chart", ["{kind: bars, run: 7}", "{kind: bars, pick: -1}", "{kind: bars, runs: [0, 9]}",
+                                   "{kind: bars, runs: []}"])
+def test_a_chart_naming_a_missing_run_is_refused(tmp_path, chart):
+    src = (lessons.LESSON_DIR / "05-inheritance-disappoints.md").read_text()
+    bad = tmp_path / "05-bad.md"
+    bad.write_text(re.sub(r"^chart: .*$", f"chart: {chart}", src, count=1, flags=re.M))
+    with pytest.raises(ValueError, match="chart: "):
+        lessons.parse(bad)
+
+
+def test_a_share_of_the_wait_reads_as_a_percentage():
+    """`wait_share.<reason>` is a share (L4's and L1's reveals): 53%, not "0.5"."""
+    assert lessons.fmt_metric("wait_share.kv_short", 0.53) == text.percent(0.53) == "53%"
+    assert lessons.metric_label("wait_share.kv_short") == "Share of P0's wait short of KV blocks"
 
 
 NUMBER = re.compile(r"\d[\d,.]*")

@@ -1,5 +1,5 @@
 """A room's predictions as figures: the estimates as a histogram over the seed band, the
-multiple-choice answers as counts.
+multiple-choice answers as counts, and the drawn curves (a sweep lesson's) faintly over the band.
 
 Pure: numbers in, plotly figures out (the presenter's live panel, `ui.teach.room_view`, polls the store
 and redraws). Estimates spread over orders of magnitude (a ratio guessed ×0.5 by one person and ×50
@@ -90,3 +90,43 @@ def choices_bars(counts: Sequence[int], options: Sequence[str], answer: int | No
     fig.update_xaxes(rangemode="tozero", dtick=1 if max(counts, default=0) <= 10 else None, gridcolor="#eaeef2")
     fig.update_layout(title=_("Answers: {n}").format(n=sum(counts)))
     return _style(fig, 60 + 36 * max(len(options), 1))
+
+
+def curves_figure(curves: Sequence[Sequence[float | None]], at: Sequence[float], bands: Sequence[dict] | None,
+                  shown: Sequence[float | None] | None, x_label: str, y_label: str,
+                  fmt=lambda v: f"{v:.3g}") -> go.Figure:
+    """The room's drawn curves, one faint line each (a point left blank is a gap), over the seed band
+    at each point (`bands`: `{min, max, median}` per point, after the reveal) and the run shown.
+    A log axis when the points (and band) are all positive and span more than ×20, as the histogram."""
+    xs = [float(v) for v in at]
+    drawn = [[None if v is None or not math.isfinite(v) else float(v) for v in c] for c in curves]
+    drawn = [c for c in drawn if len(c) == len(xs) and any(v is not None for v in c)]
+    fig = go.Figure()
+    if bands:
+        fig.add_trace(go.Scatter(x=xs, y=[b["max"] for b in bands], mode="lines", line=dict(width=0),
+                                 hoverinfo="skip", showlegend=False))
+        fig.add_trace(go.Scatter(x=xs, y=[b["min"] for b in bands], mode="lines", line=dict(width=0), fill="tonexty",
+                                 fillcolor=BAND, name=_("seed band (min–max)"), hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=xs, y=[b["median"] for b in bands], mode="lines", name=_("median over the seeds"),
+                                 line=dict(color="#0969da", dash="dot")))
+    for k, c in enumerate(drawn):
+        fig.add_trace(go.Scatter(
+            x=xs, y=c, mode="lines+markers", connectgaps=False, opacity=0.35, line=dict(color=BAR, width=1.5),
+            marker=dict(size=5), name=_("a participant's curve"), legendgroup="drawn", showlegend=k == 0,
+            customdata=[fmt(v) if v is not None else "" for v in c],
+            hovertemplate="%{x:,g}: %{customdata}<extra></extra>"))
+    if shown is not None and any(v is not None for v in shown):
+        fig.add_trace(go.Scatter(x=xs, y=list(shown), mode="lines+markers", name=_("this run"),
+                                 line=dict(color=ACTUAL, width=2.5)))
+    values = [v for c in drawn for v in c if v is not None]
+    ref = [b[k] for b in bands or () for k in ("min", "max")]
+    if _log_wanted(values + ref, None, None):
+        fig.update_yaxes(type="log")
+    else:
+        fig.update_yaxes(rangemode="tozero")
+    fig.update_xaxes(title=x_label, tickvals=xs, gridcolor="#eaeef2")
+    fig.update_yaxes(title=y_label, gridcolor="#eaeef2")
+    fig.update_layout(title=_("Curves: {n}").format(n=len(drawn)), hovermode="closest")
+    _style(fig, 320)
+    fig.update_layout(showlegend=True, legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
+    return fig

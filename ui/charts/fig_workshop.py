@@ -101,11 +101,14 @@ def dashboard_vs_p99(series: dict[str, pd.DataFrame], top: str, slo: float | Non
 
 
 def remedies_bars(table: pd.DataFrame, slo: float | None) -> go.Figure:
-    """The recap: the top class's P99 TTFT per remedy (horizontal bars, best first) with the SLO,
-    and the served rate beside it (the offered load where everything finishes: not a cost)."""
+    """The recap: the top class's P99 TTFT per remedy (horizontal bars, best first) with the SLO (a
+    dotted line, its value in the panel's title: as an annotation it sat on the best bar's label), and
+    the served rate beside it (the offered load where everything finishes: not a cost)."""
     t = table.sort_values("p0_p99", ascending=True)
+    left = (_("{cls} · P99 TTFT (s), SLO {s} s").format(cls="P0", s=f"{slo:g}") if slo is not None
+            else _("P0 · P99 TTFT (s)"))
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, column_widths=[0.62, 0.38],
-                        subplot_titles=[_("P0 · P99 TTFT (s)"), _("Served rate (tok/s)")])
+                        subplot_titles=[left, _("Served rate (tok/s)")])
     colors = ["#1a7f37" if slo is not None and v <= slo else "#cf222e" for v in t["p0_p99"]]
     fig.add_trace(go.Bar(y=t["label"], x=t["p0_p99"], orientation="h", marker_color=colors, showlegend=False,
                          text=[f"{v:.3g} s" for v in t["p0_p99"]], textposition="outside", cliponaxis=False,
@@ -113,8 +116,7 @@ def remedies_bars(table: pd.DataFrame, slo: float | None) -> go.Figure:
     fig.add_trace(go.Bar(y=t["label"], x=t["throughput"], orientation="h", marker_color="#57606a", showlegend=False,
                          text=[f"{v:,.0f}" for v in t["throughput"]], textposition="inside",
                          hovertemplate="%{y}: %{x:,.0f} tok/s<extra></extra>"), row=1, col=2)
-    if slo is not None:
-        fig.add_vline(x=slo, line=dict(color=CLASS_COLORS[0], dash="dot", width=1.5), row=1, col=1,
-                      annotation_text=_("SLO {s} s").format(s=f"{slo:g}"), annotation_position="top right")
+    if slo is not None:  # the line only: its value is in the panel's title, where no bar's label runs into it
+        fig.add_vline(x=slo, line=dict(color=CLASS_COLORS[0], dash="dot", width=1.5), row=1, col=1)
     fig.update_yaxes(autorange="reversed")
     return _style(fig, 60 + 34 * len(t))

@@ -4,7 +4,9 @@
 - `bars`: P99 TTFT per class, one bar per run;
 - `sweep`: P99 curves against a knob (`ui.charts.fig_sweep`), run on the lesson's scenario;
 - `dashboard`: the usual dashboard beside the top class's P99 (`ui.charts.fig_workshop`);
-- `step`: one engine step of one run — budget, KV cache, queue (`ui.charts.fig_primer`, the primer's).
+- `step`: one engine step of one run — budget, KV cache, queue (`ui.charts.fig_primer`, the primer's);
+- `wait`: one top-class request's wait in each of `runs` (the one most overtaken in run `pick`), with
+  who got in meanwhile, the KV cache and the budget (`ui.charts.fig_wait`).
 Pure: results and summaries in, a plotly figure out; the sweep's points are run by the caller.
 """
 
@@ -20,7 +22,7 @@ from ..frame.i18n import _
 from ..panels import inversions
 from ..runtime.sweeps import KNOBS, Plan, frame, knee, plan
 from ..teach.lessons import Lesson
-from . import fig_workshop
+from . import fig_wait, fig_workshop
 from .fig_primer import step_picture, teaching_step
 from .fig_sweep import p99_panels
 from .fig_timeline import timeline
@@ -61,6 +63,18 @@ def figure(lesson: Lesson, scenarios: list[Scenario], results: list[Result], lab
         budget = device_batch_defaults(sc.scheduler, sc.hardware)[0].max_num_batched_tokens
         step = teaching_step(res.steps, res.waits, res.class_names[0])
         return step_picture(step, int(budget), res.memory.usable_blocks, res.class_names)
+    if kind == "wait":
+        ks = [int(k) for k in ch.get("runs", range(len(results)))]
+        pick = results[int(ch.get("pick", ks[0]))]
+        request = fig_wait.most_overtaken(pick)
+        if request is None:
+            return fig_workshop.runs_bars(labels, [r.summary for r in results], slos(scenarios[0]))
+        window = fig_wait.window_of([results[k] for k in ks], request)
+        waits = [fig_wait.one_wait(results[k], request, labels[k], window) for k in ks]
+        sc = scenarios[ks[0]]
+        budget = device_batch_defaults(sc.scheduler, sc.hardware)[0].max_num_batched_tokens
+        return fig_wait.wait_figure(waits, results[ks[0]].class_names, results[ks[0]].memory.usable_blocks,
+                                    int(budget))
     if kind == "dashboard":
         ks = [int(k) for k in ch.get("runs", [0, 1])]
         series = {labels[k]: derived.dashboard_series(results[k]) for k in ks}

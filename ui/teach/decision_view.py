@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import pandas as pd
 import streamlit as st
 
 from engine.config.scenario import Scenario, apply_overrides, from_dict, load, to_dict
@@ -266,7 +267,7 @@ def _candidates(p: Progress) -> None:
         row[_("capacity (× the offered load)")] = capacity_table.scale(f) if f else "…"
         row[_("capacity change per GPU")] = capacity_table.change(f, base.capacity if base else None) if f else "…"
         rows.append(row)
-    st.dataframe(rows, hide_index=True, width="stretch")
+    st.table(pd.DataFrame(rows), hide_index=True)  # static, cells wrap: its ten columns show at 1280 px
     st.caption(_("P99 TTFT: every seed's requests pooled, the seeds' min–max in brackets (“n < 100”: some seed had "
                  "fewer requests, its P99 is about their maximum). Capacity: the largest scale of this traffic at "
                  "which every class with an SLO meets it on every seed, by bisection to 2 %; its change is per GPU "

@@ -10,6 +10,7 @@ a string out.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from datetime import date
 
 import pandas as pd
@@ -29,6 +30,8 @@ h1{font-size:1.8rem}h2{border-top:1px solid #d0d7de;padding-top:1.2rem;margin-to
 table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}td,th{border:1px solid #d0d7de;padding:.25rem .5rem;
 text-align:left}th{background:#f6f8fa}code{background:#f6f8fa;padding:0 .2rem;border-radius:3px}
 .claims li{font-family:ui-monospace,monospace;font-size:.85rem}
+.estimate{border:1px dashed #8c959f;padding:.4rem .8rem;border-radius:6px}.blank{display:inline-block;min-width:6rem;
+border-bottom:1px solid #57606a}td.blank{min-width:4rem;height:1.6rem}
 """
 
 
@@ -48,12 +51,43 @@ def figure_html(fig: go.Figure) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True})
 
 
+@dataclass(frozen=True)
+class NumberAsked:
+    """A lesson's number to predict in a handout: the question (the page's own Markdown words), for
+    a drawn curve the knob values to draw it at, and — in the presenter's copy only — the answer:
+    the band over the seeds and the run's value, one line per number (per point for a curve)."""
+
+    question: str
+    at: tuple[str, ...] = ()
+    answer: tuple[str, ...] = ()
+
+
+def number_html(asked: NumberAsked, answers: bool) -> str:
+    """The number to predict: a blank to fill in (a row of blanks for a curve); with `answers`, the
+    band it is scored against instead of the blank."""
+    parts = [f"<div class='estimate'>{md(asked.question)}"]
+    yours = esc(_("Your number:"))
+    if asked.at:
+        head = "".join(f"<th>{esc(v)}</th>" for v in asked.at)
+        row = ("".join(f"<td>{esc(a)}</td>" for a in asked.answer) if answers and asked.answer
+               else "".join("<td class='blank'></td>" for _v in asked.at))
+        parts.append(f"<table><tr>{head}</tr><tr>{row}</tr></table>")
+    elif not answers or not asked.answer:
+        parts.append(f"<p>{yours} <span class='blank'>&nbsp;</span></p>")
+    if answers and asked.answer and not asked.at:
+        parts.append("".join(f"<p class='answer'>{esc(a)}</p>" for a in asked.answer))
+    parts.append("</div>")
+    return "".join(parts)
+
+
 def lesson_html(n: int, lesson: Lesson, start_min: int, numbers: pd.DataFrame | None, fig: go.Figure | None,
-                claims: list[tuple[bool, str]], article: str | None = None, answers: bool = True) -> str:
+                claims: list[tuple[bool, str]], article: str | None = None, answers: bool = True,
+                asked: list[NumberAsked] | None = None) -> str:
     """One lesson's section (`lesson` already in the page's language). The labels are looked up
     outside the f-strings, where the message extractor can see them. Without `answers` (the
-    participants' copy) it stops at the question and the discussion prompts: no answer, reveal,
-    numbers, chart or claims to read before predicting."""
+    participants' copy) it stops at the questions — the choice and the numbers to predict, with
+    blanks — and the discussion prompts: no answer, band, reveal, numbers, chart or claims to read
+    before predicting."""
     meta = _("{m} min · from minute {start}").format(m=lesson.minutes, start=start_min)
     t = {"scenario": _("Scenario"), "goal": _("Goal"), "predict": _("Predict"), "says": _("The simulation says"),
          "claims": _("Claims checked against the runs"), "discuss": _("Discussion")}
@@ -64,6 +98,7 @@ def lesson_html(n: int, lesson: Lesson, start_min: int, numbers: pd.DataFrame | 
              md(lesson.body),
              f"<p><b>{t['predict']}:</b> {esc(lesson.question)}</p><ol type='A'>"
              + "".join(f"<li>{esc(o)}</li>" for o in lesson.options) + "</ol>",
+             *(number_html(a, answers) for a in asked or ()),
              ]
     if not answers:
         parts.append(f"<p><b>{t['discuss']}</b></p><ol>" + "".join(f"<li>{esc(p)}</li>" for p in lesson.prompts)

@@ -27,7 +27,7 @@ from ..panels.vocab import look
 
 LESSON_DIR = Path(__file__).resolve().parents[2] / "lessons"
 OPS = claims.OPS
-CHARTS = ("timeline", "bars", "sweep", "dashboard", "step")
+CHARTS = ("timeline", "bars", "sweep", "dashboard", "step", "wait")
 _PREFIX = re.compile(r"^\d+-")
 # a number in a reveal, filled from the runs: {P0.ttft_p99@2} (run 2's value), {P0.ttft_p99@2/1} (run 2's ÷ run 1's)
 SLOT = re.compile(r"\{([A-Za-z_][\w.]*)@(\d+)(?:/(\d+))?\}")
@@ -87,6 +87,12 @@ def parse(path: Path) -> Lesson:
         edge=folded(h.get("edge", "")), estimate=_estimate(h.get("estimate"), len(h["runs"])),
         curve=_curve(h.get("curve"), chart),
     )
+    for key in ("run", "pick"):
+        if key in chart and not (isinstance(chart[key], int) and 0 <= chart[key] < len(lesson.runs)):
+            raise ValueError(f"chart: {key} = {chart[key]!r} is not a run (0..{len(lesson.runs) - 1})")
+    if "runs" in chart and not (isinstance(chart["runs"], list) and chart["runs"] and all(
+            isinstance(k, int) and 0 <= k < len(lesson.runs) for k in chart["runs"])):
+        raise ValueError(f"chart: runs = {chart['runs']!r} must list runs of the lesson (0..{len(lesson.runs) - 1})")
     if not 0 <= lesson.answer < len(lesson.options):
         raise ValueError("answer is not one of the options")
     for k, claim in enumerate(lesson.claims):
@@ -208,6 +214,9 @@ METRIC_LABELS = {  # extra reveal rows a lesson may ask for (`show:`); formats b
     "replica0.kv_use": N_("Replica 0: KV use (mean)"),
     "replica1.kv_use": N_("Replica 1: KV use (mean)"),
     "P2.e2e_p99": N_("P2 P99 end to end"),
+    "wait_s.kv_short": N_("P0 time waiting for KV blocks"),
+    "wait_share.kv_short": N_("Share of P0's wait short of KV blocks"),
+    "wait_share.token_budget": N_("Share of P0's wait for the step's token budget"),
 }
 _SHARE = {"wrong_holder_share", "dash.gpu_busy", "dash.kv_use", "batch_fill", "reserve_idle_token_frac",
           "replica0.kv_use", "replica1.kv_use"}
@@ -226,7 +235,7 @@ def metric_label(name: str) -> str:
 def fmt_metric(name: str, v) -> str:
     if v is None:
         return "–"
-    if name in _SHARE or name.endswith((".slo_attainment", "kv_use", "_share")):
+    if name in _SHARE or name.endswith((".slo_attainment", "kv_use", "_share")) or name.startswith("wait_share."):
         return f"{v:.1%}" if name == "reserve_idle_token_frac" else percent(v)
     if name.endswith("throughput") or name == "served_tok_s":
         return f"{v:,.0f} tok/s"

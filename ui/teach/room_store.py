@@ -1,7 +1,8 @@
 """Workshop rooms and the predictions made in them, in one database: a SQLite file by default.
 
 A room is what a presenter opens so that a workshop's participants' predictions (each lesson's
-multiple-choice answer and numeric estimate) reach the presenter's screen. `tasks.py serve` runs
+multiple-choice answer and numeric estimate, and the curve a sweep lesson asks them to draw) reach
+the presenter's screen. `tasks.py serve` runs
 several Streamlit processes, and a room must outlive any of them (a restart, a crashed process),
 so the store is a database, not process memory: SQLite from the standard library, in WAL mode
 (readers never wait for the writer), with a busy timeout, one short transaction per call, and a
@@ -21,6 +22,7 @@ hosts whose processes share no disk. Pure: no streamlit import. Everything store
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -43,12 +45,18 @@ PARTICIPANT = re.compile(r"^[0-9a-f]{12}$")
 LESSON = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_CHOICE = 50
 MAX_ABS = 1e12
+MAX_POINTS = 12  # a drawn curve's points (a lesson asks for 2 to 6)
 TIMEOUT_S = 10.0
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS rooms (code VARCHAR(16) PRIMARY KEY, created DOUBLE PRECISION NOT NULL)",
     "CREATE TABLE IF NOT EXISTS predictions (room VARCHAR(16) NOT NULL REFERENCES rooms(code), "
     "lesson VARCHAR(64) NOT NULL, participant VARCHAR(16) NOT NULL, choice INTEGER, estimate DOUBLE PRECISION, "
+    "updated DOUBLE PRECISION NOT NULL, PRIMARY KEY (room, lesson, participant))",
+    # a drawn curve, beside the prediction it belongs to: a table of its own, so a file written
+    # before curves were stored opens as it is (CREATE … IF NOT EXISTS, no ALTER TABLE to race on)
+    "CREATE TABLE IF NOT EXISTS curves (room VARCHAR(16) NOT NULL REFERENCES rooms(code), "
+    "lesson VARCHAR(64) NOT NULL, participant VARCHAR(16) NOT NULL, points VARCHAR(512) NOT NULL, "
     "updated DOUBLE PRECISION NOT NULL, PRIMARY KEY (room, lesson, participant))",
 )
 
@@ -154,6 +162,38 @@ class Prediction:
     choice: int | None
     estimate: float | None
     updated: float
+    curve: tuple[float | None, ...] | None = None  # a drawn curve's points in the lesson's order (None: not drawn)
+
+
+def _number(v: object, what: str) -> float:
+    """A finite number within ±MAX_ABS, or RoomError naming `what`."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise RoomError(f"{what} is a number")
+    v = float(v)
+    if not math.isfinite(v) or abs(v) > MAX_ABS:
+        raise RoomError(f"{what} is a finite number")
+    return v
+
+
+def checked_curve(curve: object) -> tuple[float | None, ...] | None:
+    """A drawn curve as stored: 1 to MAX_POINTS points, each a finite number or None (a point left
+    blank), at least one drawn; None for no curve. RoomError for anything else."""
+    if curve is None:
+        return None
+    if not isinstance(curve, list | tuple) or not 1 <= len(curve) <= MAX_POINTS:
+        raise RoomError(f"a curve is a list of 1 to {MAX_POINTS} points")
+    points = tuple(None if v is None else _number(v, "a curve's point") for v in curve)
+    return points if any(v is not None for v in points) else None
+
+
+def _stored_curve(text: object) -> tuple[float | None, ...] | None:
+    """A curve read back (a row another program wrote is checked too: anything malformed is no curve)."""
+    if not isinstance(text, str) or len(text) > 512:
+        return None
+    try:
+        return checked_curve(json.loads(text))
+    except (ValueError, RoomError):
+        return None
 
 
 class RoomStore:
@@ -197,8 +237,10 @@ class RoomStore:
         rows, _n = self._run("SELECT 1 FROM rooms WHERE code = :code", {"code": code})
         return bool(rows)
 
-    def submit(self, code: str, lesson: str, participant: str, choice: int | None, estimate: float | None) -> None:
-        """Store (or replace) one participant's prediction for one lesson of a room."""
+    def submit(self, code: str, lesson: str, participant: str, choice: int | None, estimate: float | None,
+               curve: list[float | None] | None = None) -> None:
+        """Store (or replace) one participant's prediction for one lesson of a room: the answer, the
+        number, and the curve drawn (a new prediction without one drops an earlier curve)."""
         if not self.exists(code):
             raise RoomError(f"no room {code!r}")
         if not isinstance(lesson, str) or not LESSON.match(lesson):
@@ -209,11 +251,16 @@ class RoomStore:
                                        and 0 <= choice <= MAX_CHOICE):
             raise RoomError(f"a choice is an option's index (0..{MAX_CHOICE})")
         if estimate is not None:
-            if isinstance(estimate, bool) or not isinstance(estimate, int | float):
-                raise RoomError("an estimate is a number")
-            estimate = float(estimate)
-            if not math.isfinite(estimate) or abs(estimate) > MAX_ABS:
-                raise RoomError("an estimate is a finite number")
+            estimate = _number(estimate, "an estimate")
+        points = checked_curve(curve)
+        who = {"room": code, "lesson": lesson, "who": participant}
+        if points is None:
+            self._run("DELETE FROM curves WHERE room = :room AND lesson = :lesson AND participant = :who", who)
+        else:
+            self._run("INSERT INTO curves (room, lesson, participant, points, updated) "
+                      "VALUES (:room, :lesson, :who, :points, :t) ON CONFLICT (room, lesson, participant) "
+                      "DO UPDATE SET points = excluded.points, updated = excluded.updated",
+                      {**who, "points": json.dumps(list(points), allow_nan=False), "t": time.time()})
         self._run(
             "INSERT INTO predictions (room, lesson, participant, choice, estimate, updated) "
             "VALUES (:room, :lesson, :who, :choice, :estimate, :t) ON CONFLICT (room, lesson, participant) "
@@ -222,11 +269,13 @@ class RoomStore:
              "t": time.time()})
 
     def predictions(self, code: str, lesson: str) -> list[Prediction]:
-        """Every participant's prediction for a lesson of a room (oldest first)."""
-        rows, _n = self._run("SELECT participant, choice, estimate, updated FROM predictions "
-                             "WHERE room = :room AND lesson = :lesson ORDER BY updated, participant",
-                             {"room": code, "lesson": lesson})
-        return [Prediction(*r) for r in rows]
+        """Every participant's prediction for a lesson of a room, with the curve drawn (oldest first)."""
+        rows, _n = self._run(
+            "SELECT p.participant, p.choice, p.estimate, p.updated, c.points FROM predictions p "
+            "LEFT JOIN curves c ON c.room = p.room AND c.lesson = p.lesson AND c.participant = p.participant "
+            "WHERE p.room = :room AND p.lesson = :lesson ORDER BY p.updated, p.participant",
+            {"room": code, "lesson": lesson})
+        return [Prediction(*r[:4], curve=_stored_curve(r[4])) for r in rows]
 
     def participants(self, code: str) -> int:
         """How many people have predicted anything in the room."""

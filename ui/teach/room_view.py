@@ -10,12 +10,12 @@ and the page goes on without a room.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 import streamlit as st
 
-from ..charts.fig_room import choices_bars, estimates_histogram
+from ..charts.fig_room import choices_bars, curves_figure, estimates_histogram
 from ..frame.i18n import _
 from ..frame.untrusted import plain, quoted
 from . import estimate as estimates
@@ -158,24 +158,28 @@ def bar(code: str | None, present: bool) -> None:
             st.warning(err, icon=":material/error:")  # inert already (plain, quoted)
 
 
-def submit(code: str, slug: str, choice: int | None, estimate: float | None) -> str | None:
-    """Store this participant's prediction; an error message if it could not be stored."""
+def submit(code: str, slug: str, choice: int | None, estimate: float | None,
+           curve: list[float | None] | None = None) -> str | None:
+    """Store this participant's prediction (and the curve drawn); an error message if it could not be stored."""
     s = store()
     you = st.session_state.get(SS_YOU)
     if s is None or not room_store.valid_participant(you):
         return _("Rooms are not available")
     try:
-        s.submit(code, slug, you, choice, estimate)
+        s.submit(code, slug, you, choice, estimate, curve)
     except room_store.RoomError as err:
         return str(err)
     return None
 
 
 def live(code: str, slug: str, est: dict | None, band: dict | None, options: list[str],
-         answer: Callable[[], tuple[int, float | None] | None]) -> None:
+         answer: Callable[[], tuple[int, float | None] | None], curve: Mapping | None = None) -> None:
     """The presenter's live view of the room's predictions for a lesson, redrawn every couple of
-    seconds: the answers as counts and the estimates as a histogram over the seed band. `answer()`
-    gives (right option, the run's value) once revealed, else None."""
+    seconds: the answers as counts, the estimates as a histogram over the seed band, and on a lesson
+    that asks for a curve every participant's curve, faint, over each point's band. `answer()`
+    gives (right option, the run's value) once revealed, else None. `curve`: `{at, x_label,
+    y_label, bands (per point, or None), shown (the run's value per point, or None)}`; the bands
+    and the run are drawn only once revealed."""
 
     @st.fragment(run_every=REFRESH_S)
     def panel() -> None:
@@ -196,5 +200,11 @@ def live(code: str, slug: str, est: dict | None, band: dict | None, options: lis
                                       estimates.UNITS[estimates.kind(est)],
                                       fmt=lambda v: estimates.shown(est, v))
             c2.plotly_chart(fig, key=f"room_estimates_{slug}", theme=None, config={"displaylogo": False})
+        if curve is not None:
+            drawn = [p.curve for p in preds if p.curve is not None]
+            bands = curve.get("bands") if shown else None
+            fig = curves_figure(drawn, curve["at"], bands, curve.get("shown") if shown else None, curve["x_label"],
+                                curve["y_label"], fmt=lambda v: f"{v:.3g} s")
+            st.plotly_chart(fig, key=f"room_curves_{slug}", theme=None, config={"displaylogo": False})
 
     panel()

@@ -182,7 +182,8 @@ def _run(base: lessons.Lesson, room: str | None, present: bool) -> None:
         return
     typed = ss.get(f"ws_est_{base.slug}")
     value = estimates.from_input(base.estimate, typed) if base.estimate and typed is not None else None
-    err = room_view.submit(room, base.slug, ss.get(f"ws_q_{base.slug}"), value)
+    curve = [ss.get(f"ws_curve_{base.slug}_{i}") for i in range(len(base.curve["at"]))] if base.curve else None
+    err = room_view.submit(room, base.slug, ss.get(f"ws_q_{base.slug}"), value, curve)
     ss[f"ws_sent_{base.slug}"] = err or ""
 
 
@@ -227,7 +228,7 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
     band = lesson_evidence.estimate_band(base.slug, est)
     if not ran:
         if room is not None and present:
-            room_view.live(room, base.slug, est, band, list(lesson.options), lambda: None)
+            room_view.live(room, base.slug, est, band, list(lesson.options), lambda: None, _room_curve(base))
         return
     scs, results = _results(base)
     right = lesson.options[lesson.answer]
@@ -246,7 +247,8 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
         _curve_score(base, scs, done)
     if room is not None and present:
         value = estimates.actual(est, results) if est is not None else None
-        room_view.live(room, base.slug, est, band, list(lesson.options), lambda: (base.answer, value))
+        room_view.live(room, base.slug, est, band, list(lesson.options), lambda: (base.answer, value),
+                       _room_curve(base, done))
     st.table(lessons.reveal_table(lesson, results))  # static, cells wrap: four runs' columns fit at 1280 px
     if lesson.article:
         article_note(lesson, results)
@@ -266,14 +268,19 @@ def show_lesson(lab: Lab, base: lessons.Lesson, n: int, start: int, present: boo
         _prompts(lesson)
 
 
-def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
-    """"Draw your curve": one number per point of the sweep, before the reveal."""
+def curve_question(base: lessons.Lesson) -> str:
+    """"Draw your curve" in words (Markdown): the metric, the knob and its unit."""
     from ..runtime.sweeps import KNOBS
 
     knob = KNOBS[base.chart["knob"]]
-    st.markdown(_("**Draw your curve:** {metric} (s) at these values of the {knob} ({unit})").format(
+    return _("**Draw your curve:** {metric} (s) at these values of the {knob} ({unit})").format(
         metric=lessons.metric_label(base.curve["metric"]), knob=_(knob.label).lower() if language() == "en"
-        else _(knob.label), unit=_(knob.unit)))
+        else _(knob.label), unit=_(knob.unit))
+
+
+def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
+    """"Draw your curve": one number per point of the sweep, before the reveal."""
+    st.markdown(curve_question(base))
     cols = st.columns(len(base.curve["at"]))
     for i, (col, v) in enumerate(zip(cols, base.curve["at"])):
         col.number_input(f"{v:,g}", min_value=0.0, max_value=1e6, value=None, step=0.1, format="%g",
@@ -283,7 +290,7 @@ def _curve_inputs(base: lessons.Lesson, ran: bool) -> None:
 def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
     """The drawn curve against each point's seed band, with the run shown, as words and a figure."""
     from ..charts.fig_curve import curve_figure
-    from ..runtime.sweeps import KNOBS, frame
+    from ..runtime.sweeps import KNOBS
 
     bands = lesson_evidence.curve_bands(base.slug, base.curve)
     if bands is None:
@@ -292,13 +299,7 @@ def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
     ss = st.session_state
     typed = [ss.get(f"ws_curve_{base.slug}_{i}") for i in range(len(base.curve["at"]))]
     points = estimates.curve_points(base.curve, bands, typed)
-    cls = base.curve["metric"].split(".", 1)[0]
-    table = frame(lesson_charts.sweep_plan(base), done)
-    mine = table[(table["class"] == cls)]
-    shown = []
-    for v in base.curve["at"]:
-        hit = mine[mine["value"] == float(v)]["ttft_p99"]
-        shown.append(float(hit.iloc[0]) if len(hit) else None)
+    shown = _curve_shown(base, done)
     knob = KNOBS[base.chart["knob"]]
     if all(g is None for g in typed):  # nothing drawn (presenter mode runs without): the chart above says it
         return
@@ -306,6 +307,34 @@ def _curve_score(base: lessons.Lesson, scs, done: dict) -> None:
     st.plotly_chart(curve_figure(points, shown, f"{_(knob.label)} ({_(knob.unit)})",
                                  _("{metric} (s)").format(metric=lessons.metric_label(base.curve["metric"]))),
                     key=f"ws_curve_fig_{base.slug}", theme=None, config={"displaylogo": False})
+
+
+def _curve_shown(base: lessons.Lesson, done: dict) -> list[float | None]:
+    """The run's value at each point of the lesson's curve (None where its sweep point is not back)."""
+    from ..runtime.sweeps import frame
+
+    cls = base.curve["metric"].split(".", 1)[0]
+    table = frame(lesson_charts.sweep_plan(base), done)
+    mine = table[(table["class"] == cls)]
+    shown = []
+    for v in base.curve["at"]:
+        hit = mine[mine["value"] == float(v)]["ttft_p99"]
+        shown.append(float(hit.iloc[0]) if len(hit) else None)
+    return shown
+
+
+def _room_curve(base: lessons.Lesson, done: dict | None = None) -> dict | None:
+    """What the presenter's live panel needs to draw the room's curves (None: the lesson asks for none)."""
+    if base.curve is None:
+        return None
+    from ..runtime.sweeps import KNOBS
+
+    knob = KNOBS[base.chart["knob"]]
+    bands = lesson_evidence.curve_bands(base.slug, base.curve)
+    return {"at": base.curve["at"], "x_label": f"{_(knob.label)} ({_(knob.unit)})",
+            "y_label": _("{metric} (s)").format(metric=lessons.metric_label(base.curve["metric"])),
+            "bands": bands["points"] if bands else None,
+            "shown": _curve_shown(base, done) if done is not None else None}
 
 
 def _estimate_score(base: lessons.Lesson, est: dict, band: dict | None, results) -> None:
@@ -405,7 +434,7 @@ def show_recap(lab: Lab) -> None:
         st.warning(_("The recap could not run: {err}").format(err=plain(err)), icon=":material/error:")
         return
     st.plotly_chart(remedies_bars(t, 1.0), key="ws_recap_fig", theme=None, config={"displaylogo": False})
-    st.dataframe(recap.shown(t), hide_index=True, width="stretch")
+    st.table(recap.shown(t), hide_index=True)  # static, cells wrap: every row and column shows at 1280 px
     st.markdown(_("**What each remedy costs, as capacity**"))
     if st.toggle(_("Search every remedy's capacity"), key="ws_recap_cap",
                  help=_("Eleven capacity searches in the background; the decision below searches only its own "
@@ -433,12 +462,13 @@ def _handout(stamp: tuple, lang: str, answers: bool = True) -> str:
     sections = []
     for n, base in enumerate(found, 1):
         lesson = lessons.localized(base)
+        labels = [label for label, _o in lesson.runs]
         if not answers:  # the participants' copy: the questions only, nothing run
-            sections.append(handout.lesson_html(n, lesson, at[base.slug], None, None, [], None, answers=False))
+            sections.append(handout.lesson_html(n, lesson, at[base.slug], None, None, [], None, answers=False,
+                                                asked=numbers_asked(base, labels)))
             continue
         scs, results = _results(base)
         lesson = replace(lesson, reveal=lessons.fill(lesson.reveal, results))
-        labels = [label for label, _o in lesson.runs]
         p = lesson_charts.sweep_plan(base)
         done = runs.summaries(p.keys, purpose="ws-sweep")[0] if p else {}
         fig = lesson_charts.figure(base, scs, results, labels, done)
@@ -450,12 +480,40 @@ def _handout(stamp: tuple, lang: str, answers: bool = True) -> str:
             note = _("The article (illustrative): {says}. Simulated: {v0} → {v1}.").format(
                 says=a["says"], v0=vals[0], v1=vals[1])
         sections.append(handout.lesson_html(n, lesson, at[base.slug], lessons.reveal_table(lesson, results), fig,
-                                            claims, note))
+                                            claims, note, asked=numbers_asked(base, labels, results, done)))
     total = lessons.total_minutes(found, RECAP_MIN) + INTRO_MIN
     if not answers:
         return handout.document(sections, agenda(found), None, None, total, answers=False)
     t = recap.table(recap_runs(DEFAULT_SEEDS))  # the handout's recap: over the pages' default seeds
     return handout.document(sections, agenda(found), recap.shown(t), remedies_bars(t, 1.0), total)
+
+
+def numbers_asked(base: lessons.Lesson, labels: list[str], results=None, done: dict | None = None
+                  ) -> list[handout.NumberAsked]:
+    """The lesson's numbers to predict as the handout asks them: the estimate's question and, for a
+    sweep lesson, the curve's; with `results` (the presenter's copy) each with its band over the
+    seeds and the run's own value."""
+    out = []
+    est = base.estimate
+    if est is not None:
+        answer = ()
+        if results is not None:
+            band = lesson_evidence.estimate_band(base.slug, est)
+            here = _("On the run shown: {value}.").format(value=estimates.shown(est, estimates.actual(est, results)))
+            answer = ((estimates.band_words(est, band) + " " if band else "") + here,)
+        out.append(handout.NumberAsked(estimates.question(est, labels), answer=answer))
+    if base.curve is not None:
+        question = curve_question(base)
+        at = tuple(f"{v:,g}" for v in base.curve["at"])
+        answer = ()
+        bands = lesson_evidence.curve_bands(base.slug, base.curve) if results is not None else None
+        if bands is not None:
+            fmt = lessons.fmt_metric
+            m = base.curve["metric"]
+            answer = tuple(_("{lo}–{hi} (median {median})").format(
+                lo=fmt(m, b["min"]), hi=fmt(m, b["max"]), median=fmt(m, b["median"])) for b in bands["points"])
+        out.append(handout.NumberAsked(question, at, answer))
+    return out
 
 
 def handout_button(found: list[lessons.Lesson]) -> None:
