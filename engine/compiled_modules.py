@@ -1,5 +1,8 @@
-"""The engine's event path: the modules the mypyc build compiles (`engine.native_build`) and
-`mypy --strict` checks. Everything a step touches, nothing that runs once per run."""
+"""The engine's event path: the modules the mypyc build compiles (`engine.native_build`) and that
+`mypy --strict` checks (`tests/engine/test_typing.py`). Compiled code enforces annotations at run
+time, so these modules' annotations must hold for every value that reaches them; one list keeps
+the build and the check on the same files. The folders' `__init__` files stay interpreted: they
+boot `engine.native`, which decides where the rest loads from."""
 
 from __future__ import annotations
 

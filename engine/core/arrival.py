@@ -9,21 +9,29 @@ would pass `max_num_queued_tokens`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .reasons import SHED
 
+if TYPE_CHECKING:
+    from .kv import KVPool
+    from .queue import WaitingQueue
+    from .requests import Requests
+    from .step import Limits
+
 
 class ArrivalGate:
-    def __init__(self, rs, pool, lim):
+    def __init__(self, rs: Requests, pool: KVPool, lim: Limits):
         self.rs, self.pool, self.lim = rs, pool, lim
         n_cls = len(pool.used_cls)
         view = np.array([pool.view_capacity(c) for c in range(n_cls)], dtype=np.int64)
         budget = np.where(rs.is_top, lim.budget, lim.budget - lim.token_reserve)
-        self.never = (pool.blocks(rs.prompt + rs.output - 1) > view[rs.cls]) | (
+        self.never: np.ndarray = (pool.blocks_many(rs.prompt + rs.output - 1) > view[rs.cls]) | (
             (rs.prompt > budget) if not lim.chunked else False)
 
-    def refuse(self, i: int, queue) -> str | None:
+    def refuse(self, i: int, queue: WaitingQueue) -> str | None:
         """Why request i is refused on arrival (None: it may wait)."""
         if self.never[i]:
             return self._never_fits(i, int(self.rs.cls[i]))
@@ -39,7 +47,7 @@ class ArrivalGate:
         budget = lim.budget - (0 if rs.is_top[i] else lim.token_reserve)
         return f"prompt {rs.prompt[i]} tokens exceeds the step budget {budget} with chunked prefill off"
 
-    def _shed(self, i: int, queue) -> str | None:
+    def _shed(self, i: int, queue: WaitingQueue) -> str | None:
         lim, rs = self.lim, self.rs
         if lim.max_queued_reqs is not None and len(queue) >= lim.max_queued_reqs:
             return f"{SHED}: {len(queue)} requests waiting (scheduler.max_num_queued_reqs = {lim.max_queued_reqs})"

@@ -20,10 +20,14 @@ one class at a time, and scalar Python is faster than numpy there.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .reasons import Reason
+
+if TYPE_CHECKING:
+    from .prefix import PrefixCache
 
 UNLIMITED = np.iinfo(np.int64).max // 4
 _NONE, _CAP, _SHORT, _RESERVE = int(Reason.NONE), int(Reason.CLASS_CAP), int(Reason.KV_SHORT), int(Reason.RESERVE)
@@ -39,18 +43,22 @@ class KVPool:
         self.block_size = int(block_size)
         self.class_is_top = class_is_top.astype(bool)
         self.class_caps = class_caps.astype(np.int64)
-        self._top = self.class_is_top.tolist()
-        self._caps = self.class_caps.tolist()
+        self._top: list[bool] = self.class_is_top.tolist()
+        self._caps: list[int] = self.class_caps.tolist()
         self.reserve = int(top_reserve)
         self.watermark = int(watermark_blocks)
         self.used_cls = [0] * len(self._caps)
         self.used = 0
         self.used_other = 0  # blocks held by classes that are not top priority
         self.capped = bool(np.any(self.class_caps < UNLIMITED))
-        self.cache = None  # the prefix cache (`engine.core.prefix`), when on
+        self.cache: PrefixCache | None = None  # the prefix cache (`engine.core.prefix`), when on
 
-    def blocks(self, tokens):
+    def blocks(self, tokens: int) -> int:
         """Blocks needed to hold `tokens` tokens: ceil(tokens / block_size)."""
+        return -(-tokens // self.block_size)
+
+    def blocks_many(self, tokens: np.ndarray) -> np.ndarray:
+        """`blocks` for an array of token counts."""
         return -(-tokens // self.block_size)
 
     @property
@@ -129,8 +137,8 @@ class KVPool:
         res = why == _RESERVE
         total = math.inf
         if res.any():
-            total = self.capacity - (self.watermark if running else 0) - int(need[res].max())
-        rooms = None
+            total = float(self.capacity - (self.watermark if running else 0) - int(need[res].max()))
+        rooms: dict[int, float] | None = None
         if self.capped:
             rooms = {}
             for c, k in zip(cls[checked].tolist(), need.tolist()):
@@ -169,25 +177,29 @@ class KVPool:
         return int(max(0, min(room, self._caps[c] - self.used_cls[c])))
 
     # -- the rule, for many requests at once ------------------------------------------------
-    def shortfall_many(self, cls: np.ndarray, need: np.ndarray, watermark: bool = False, *, used=None,
-                       used_other=None, used_cls=None, watermark_blocks=None) -> tuple[np.ndarray, np.ndarray]:
+    def shortfall_many(self, cls: np.ndarray, need: np.ndarray, watermark: bool = False, *,
+                       used: np.ndarray | None = None, used_other: np.ndarray | None = None,
+                       used_cls: np.ndarray | None = None,
+                       watermark_blocks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`shortfall` and `room` for arrays of (class, need); the pool state is the current one,
         or per row when `used`, `used_other`, `used_cls` (the row's own class) and
         `watermark_blocks` are given as arrays. Returns (reason codes as int8, room)."""
-        used = self.used if used is None else used
-        other = self.used_other if used_other is None else used_other
+        used_now: int | np.ndarray = self.used if used is None else used
+        other: int | np.ndarray = self.used_other if used_other is None else used_other
         in_cls = np.asarray(self.used_cls, dtype=np.int64)[cls] if used_cls is None else used_cls
-        wm = (self.watermark if watermark else 0) if watermark_blocks is None else watermark_blocks
+        wm: int | np.ndarray = (self.watermark if watermark else 0) if watermark_blocks is None else watermark_blocks
         top = self.class_is_top[cls]
         room_cls = self.class_caps[cls] - in_cls
-        room_all = self.capacity - used - wm
+        room_all = self.capacity - used_now - wm
         room_other = np.where(top, room_all, self.capacity - self.reserve - other)
         why = np.where(need > room_cls, _CAP, np.where(need > room_all, _SHORT,
                                                        np.where(need > room_other, _RESERVE, _NONE)))
         room = np.maximum(0, np.minimum(np.minimum(room_all, room_other), room_cls))
         return why.astype(np.int8), room
 
-    def reasons_at_turn(self, cls: np.ndarray, need: np.ndarray, turn: np.ndarray, start, admitted):
+    def reasons_at_turn(self, cls: np.ndarray, need: np.ndarray, turn: np.ndarray,
+                        start: tuple[int, int, list[int], bool],
+                        admitted: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The rule for queue positions `turn`, each with the pool as it stood at its turn in a walk
         that started from `start` = (used, used_other, used_cls list, something running) and then
         admitted `admitted` = (positions, blocks, classes) in walk order."""
@@ -195,7 +207,7 @@ class KVPool:
         a_pos, a_blocks, a_cls = admitted
         k = np.searchsorted(a_pos, turn)  # admissions before each turn
 
-        def before(x):
+        def before(x: np.ndarray) -> np.ndarray:
             return np.concatenate([[0], np.cumsum(x)])[k]
 
         per_cls = np.zeros((len(a_pos) + 1, len(cls0)), np.int64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .policies import Policy
+from .queue import Key
 from .reasons import Reason
 from .running import COMP, PROMPT, TOP
 from .state import EngineState
@@ -22,7 +23,7 @@ class Mitigations:
     lim: Limits
     policy: Policy
 
-    def aged_key(self, i: int, now: float) -> tuple:
+    def aged_key(self, i: int, now: float) -> Key:
         """One level better per `aging_s` waited, never past the top class. The levels are capped
         before dividing, so a subnormal `aging_s` (a hand-edited 5e-324) cannot overflow `int()`."""
         rs, lim = self.state.rs, self.lim
@@ -47,7 +48,7 @@ class Mitigations:
         if not self.lim.inheritance:
             return False
         rs, pool = self.state.rs, self.state.pool
-        return any(rs.is_top[i] and pool.shortfall(int(rs.cls[i]), int(pool.blocks(rs.seq_len(i))))
+        return any(rs.is_top[i] and pool.shortfall(int(rs.cls[i]), pool.blocks(rs.seq_len(i)))
                    for i in self.state.queue.ids())
 
     def boost_holders(self) -> None:

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
+from .queue import Key
+
 
 class Policy:
     """vLLM v1 `--scheduling-policy fcfs`: arrival order, head-of-line stop, LIFO victim."""
@@ -25,14 +29,14 @@ class Policy:
     preempts_for_waiting: ClassVar[bool] = False
     by_priority: ClassVar[bool] = False
 
-    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> Key:
         return (1, arrival, i)
 
-    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> Key:
         """FCFS puts a preempted request at the very front (`appendleft`): the latest first."""
         return (0, -entry, i)
 
-    def victim(self, candidates: list[int], prio, arrival) -> int:
+    def victim(self, candidates: list[int], prio: np.ndarray, arrival: np.ndarray) -> int:
         """FCFS evicts the most recently admitted (`running.pop()`)."""
         return candidates[-1]
 
@@ -44,14 +48,14 @@ class PriorityPolicy(Policy):
     upstream = "vLLM v1 --scheduling-policy priority"
     by_priority = True
 
-    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> Key:
         return (prio, arrival, i)
 
-    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> Key:
         """A priority heap re-inserts a preempted request by its original key."""
         return (prio, arrival, i)
 
-    def victim(self, candidates: list[int], prio, arrival) -> int:
+    def victim(self, candidates: list[int], prio: np.ndarray, arrival: np.ndarray) -> int:
         """Lowest priority (largest number), then latest arrival."""
         return max(candidates, key=lambda i: (prio[i], arrival[i], i))
 

@@ -32,8 +32,15 @@ what a class holds; a hit on a block another request holds is free for the hitti
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .kv import KVPool
+    from .requests import Requests
+    from .running import RunningSet
 
 ALL = 1 << 40  # `prefix` of a request whose whole sequence, outputs included, is shared content
 
@@ -43,11 +50,26 @@ class Blk:
 
     __slots__ = ("key", "users", "cls", "eid")
 
-    def __init__(self, key: tuple, user: int, cls: int):
+    def __init__(self, key: tuple[int, int], user: int, cls: int):
         self.key, self.users, self.cls, self.eid = key, [user], cls, -1
 
 
-def shared_blocks(rs, bs: int) -> np.ndarray:
+class Seg:
+    """Cached free blocks in the queue as one entry: the request they belong to (−1: nobody can
+    find them) and their runs of block positions [lo, hi), evicted from the last block."""
+
+    __slots__ = ("owner", "runs")
+
+    def __init__(self, owner: int, runs: list[tuple[int, int]]):
+        self.owner, self.runs = owner, runs
+
+
+# what a lookup finds: (shared blocks, runs (queue id, first, end) of its own cached blocks,
+# how many blocks in all, how many of them sit free in the cache)
+Hit = tuple[Sequence[Blk], Sequence[tuple[int, int, int]], int, int]
+
+
+def shared_blocks(rs: Requests, bs: int) -> np.ndarray:
     """Per request: its leading blocks with shareable content (0: none, ALL: every block)."""
     blocks = np.zeros(rs.n, np.int64)
     if rs.prefix_tokens is not None:
@@ -59,7 +81,7 @@ def shared_blocks(rs, bs: int) -> np.ndarray:
 
 
 class PrefixCache:
-    def __init__(self, pool, rs):
+    def __init__(self, pool: KVPool, rs: Requests):
         """`prefix[i]`: leading blocks of request i with shareable content; `src[i]`: their
         source (class system prompt, trace group); `hash_ids`: Mooncake's per-request 512-token
         block hashes (the source of each block)."""
@@ -69,16 +91,16 @@ class PrefixCache:
         self.hash_ids = rs.hash_ids
         self.any_prefix = bool(self.prefix.any())
         self.hashing: set[int] = set()  # running requests with shareable blocks still to register
-        self.q: OrderedDict[int, object] = OrderedDict()  # cached free blocks, eviction order
+        self.q: OrderedDict[int, Blk | Seg] = OrderedDict()  # cached free blocks, eviction order
         self.n_cached = 0  # cached free blocks: those in `q`, or while `q` is empty nameless ones
-        self.prefix_l = self.prefix.tolist()
+        self.prefix_l: list[int] = self.prefix.tolist()
         self.eid = 0
-        self.by_key: dict[tuple, list[Blk]] = {}
+        self.by_key: dict[tuple[int, int], list[Blk]] = {}
         self.held: dict[int, list[Blk]] = {}  # running request → its shareable blocks, in order
         self.segs: dict[int, list[int]] = {}  # preempted request → its free segments (queue ids)
 
     # -- keys ---------------------------------------------------------------------------------
-    def key(self, i: int, j: int) -> tuple:
+    def key(self, i: int, j: int) -> tuple[int, int]:
         h = self.hash_ids.get(i)
         if h is not None:  # Mooncake: 512-token blocks, chain hashes
             return (int(h[((j + 1) * self.bs - 1) // 512]) + ALL, j)
@@ -89,10 +111,10 @@ class PrefixCache:
         return i in self.segs or self.any_prefix and self.prefix_l[i] > 0
 
     # -- the free queue -----------------------------------------------------------------------
-    def _push(self, entry) -> int:
+    def _push(self, entry: Blk | Seg) -> int:
         if not self.q and self.n_cached:  # nameless cached blocks are ahead of it: name them
             self.eid += 1
-            self.q[self.eid] = [-1, [(0, self.n_cached)]]
+            self.q[self.eid] = Seg(-1, [(0, self.n_cached)])
         self.eid += 1
         self.q[self.eid] = entry
         return self.eid
@@ -112,23 +134,23 @@ class PrefixCache:
                 if not self.by_key[e.key]:
                     del self.by_key[e.key]
                 e.eid, k = -1, 1
-            else:  # a segment [owner, [(lo, hi), ...]]: its last block first
-                lo, hi = e[1][-1]
+            else:  # a segment: its last block first
+                lo, hi = e.runs[-1]
                 k = min(evict, hi - lo)
-                e[1][-1] = (lo, hi - k)
+                e.runs[-1] = (lo, hi - k)
                 if hi - k == lo:
-                    e[1].pop()
-                if not e[1]:
+                    e.runs.pop()
+                if not e.runs:
                     del self.q[eid]
-                    if e[0] >= 0:
-                        self.segs[e[0]].remove(eid)
-                        if not self.segs[e[0]]:
-                            del self.segs[e[0]]
+                    if e.owner >= 0:
+                        self.segs[e.owner].remove(eid)
+                        if not self.segs[e.owner]:
+                            del self.segs[e.owner]
             self.n_cached -= k
             evict -= k
 
     # -- admission ------------------------------------------------------------------------------
-    def lookup(self, i: int, tokens: int) -> tuple[list, list, int, int]:
+    def lookup(self, i: int, tokens: int) -> Hit:
         """What a request with `tokens` tokens finds: (shared blocks, runs (queue id, first, end)
         of its own cached blocks, how many blocks in all, how many of them sit free in the cache)."""
         last = (tokens - 1) // self.bs
@@ -141,7 +163,8 @@ class PrefixCache:
                 return found, [], j, free
             found.append(copies[0])
             free += not copies[0].users
-        runs, j = [], shared
+        runs: list[tuple[int, int, int]] = []
+        j = shared
         while j < last:  # its own blocks, cached after a preemption: the oldest copy first
             eid, end = self._own(i, j)
             if eid is None:
@@ -155,16 +178,23 @@ class PrefixCache:
     def _own(self, i: int, j: int) -> tuple[int | None, int]:
         """The oldest free segment of request i holding its block j, and where that run ends."""
         for eid in self.segs.get(i, ()):
-            for lo, hi in self.q[eid][1]:
+            for lo, hi in self._seg(eid).runs:
                 if lo <= j < hi:
                     return eid, hi
         return None, j
 
-    def admit(self, i: int, c: int, hit: tuple) -> None:
+    def _seg(self, eid: int) -> Seg:
+        """The free queue's entry `eid`, a segment (the ids in `segs` name segments only)."""
+        e = self.q[eid]
+        assert isinstance(e, Seg)
+        return e
+
+    def admit(self, i: int, c: int, hit: Hit) -> None:
         """Request i (class c) is admitted with this `lookup` result (before its new blocks are
         taken; `register` then hashes what its first chunk fills)."""
         found, runs, n, fresh = hit
-        held = self.held[i] = []
+        held: list[Blk] = []
+        self.held[i] = held
         for h in found:
             if not h.users:  # cached and free: out of the queue, charged to c
                 del self.q[h.eid]
@@ -180,17 +210,17 @@ class PrefixCache:
             self.hashing.add(i)
 
     def _take_from_segment(self, eid: int, a: int, b: int) -> None:
-        e = self.q[eid]
-        for k, (lo, hi) in enumerate(e[1]):
+        e = self._seg(eid)
+        for k, (lo, hi) in enumerate(e.runs):
             if lo <= a < hi:
-                e[1][k:k + 1] = [r for r in ((lo, a), (b, hi)) if r[0] < r[1]]
+                e.runs[k:k + 1] = [r for r in ((lo, a), (b, hi)) if r[0] < r[1]]
                 break
         self.n_cached -= b - a
-        if not e[1]:
+        if not e.runs:
             del self.q[eid]
-            self.segs[e[0]].remove(eid)
-            if not self.segs[e[0]]:
-                del self.segs[e[0]]
+            self.segs[e.owner].remove(eid)
+            if not self.segs[e.owner]:
+                del self.segs[e.owner]
 
     # -- hashing and release ----------------------------------------------------------------------
     def register(self, i: int, c: int, hashed: int) -> None:
@@ -205,7 +235,7 @@ class PrefixCache:
         if len(held) >= self.prefix[i]:
             self.hashing.discard(i)
 
-    def steps_to_hash(self, running) -> int:
+    def steps_to_hash(self, running: RunningSet) -> int:
         """Decode steps before a running request's next shareable block would be hashed (the
         replica's multi-step runs stop before it)."""
         return min(self.pending(i) - running.comp_seq(running.ids.index(i))[0] - 1 for i in self.hashing)
@@ -236,7 +266,7 @@ class PrefixCache:
         if h > len(held):  # its own hashed blocks: one segment at the back
             pool.count(c, -(h - len(held)))
             if keep:
-                self.segs.setdefault(i, []).append(self._push([i, [(len(held), h)]]))
+                self.segs.setdefault(i, []).append(self._push(Seg(i, [(len(held), h)])))
                 self.n_cached += h - len(held)
             else:
                 self._nameless(h - len(held))
@@ -262,12 +292,12 @@ class PrefixCache:
             return
         self.n_cached += k
         last = self.q[next(reversed(self.q))]
-        if isinstance(last, list) and last[0] < 0 and len(last[1]) == 1:
-            last[1][0] = (last[1][0][0], last[1][0][1] + k)
+        if isinstance(last, Seg) and last.owner < 0 and len(last.runs) == 1:
+            last.runs[0] = (last.runs[0][0], last.runs[0][1] + k)
         else:
-            self._push([-1, [(0, k)]])
+            self._push(Seg(-1, [(0, k)]))
 
     def forget(self, i: int) -> None:
         """Request i finished: its own cached blocks can never be found again."""
         for eid in self.segs.pop(i, ()):
-            self.q[eid][0] = -1
+            self._seg(eid).owner = -1

@@ -8,13 +8,16 @@ vLLM "prepend" of a preempted request are all plain list operations.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
+
+Key = tuple[float, ...]  # a policy's queue key: ints and floats, compared as a tuple (ties: the id last)
 
 
 class WaitingQueue:
-    def __init__(self):
-        self._entries: list[tuple] = []
+    def __init__(self) -> None:
+        self._entries: list[Key] = []
         self.order: list[int] = []  # the entries' ids, same order (read only; `ids()` copies it)
-        self._entry: dict[int, tuple] = {}
+        self._entry: dict[int, Key] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -22,7 +25,7 @@ class WaitingQueue:
     def __bool__(self) -> bool:
         return bool(self._entries)
 
-    def push(self, i: int, key: tuple) -> None:
+    def push(self, i: int, key: Key) -> None:
         entry = (*key, i)
         self._entry[i] = entry
         at = bisect.bisect_right(self._entries, entry)
@@ -38,8 +41,8 @@ class WaitingQueue:
         """Request ids in queue order (a copy: the queue may change while the caller walks it)."""
         return self.order.copy()
 
-    def rekey(self, key_fn) -> None:
+    def rekey(self, key_fn: Callable[[int], Key]) -> None:
         """Re-sort every entry under a new key function (used by aging, whose keys drift)."""
         self._entries = sorted((*key_fn(i), i) for i in self._entry)
-        self.order[:] = [e[-1] for e in self._entries]
-        self._entry = {e[-1]: e for e in self._entries}
+        self.order[:] = [int(e[-1]) for e in self._entries]
+        self._entry = {int(e[-1]): e for e in self._entries}

@@ -52,7 +52,8 @@ class Requests:
         # as array('q') (8 bytes a request, not a pointer plus an int object); class and top flag
         # as lists (their values are shared small ints and bools) for the waiting walk's loop.
         self.prompt_l, self.output_l = _int_array(self.prompt), _int_array(self.output)
-        self.cls_l, self.top_l = self.cls.tolist(), self.is_top.tolist()
+        self.cls_l: list[int] = self.cls.tolist()
+        self.top_l: list[bool] = self.is_top.tolist()
         self.parent = wl.parent
         self.next_piece = wl.next_piece
         self.prefix_src, self.prefix_tokens, self.hash_ids = wl.prefix_src, wl.prefix_tokens, wl.hash_ids
@@ -71,9 +72,9 @@ class Requests:
         self.tie = _int_array(np.arange(n))  # the queue's tie-break at equal arrival (a gateway's dispatch order)
         self.reason: dict[int, str] = {}
 
-    def seq_len(self, i):
+    def seq_len(self, i: int) -> int:
         """Tokens of the current sequence: prompt plus outputs so far (what must be in KV)."""
-        return self.prompt[i] + self.generated[i]
+        return int(self.prompt[i] + self.generated[i])
 
     # -- transitions (one writer each) ------------------------------------------------------
     def wait(self, i: int) -> None:
@@ -108,7 +109,7 @@ class Requests:
             self.reason[j] = f"an earlier piece ({i}) of this request was rejected"
             j = int(self.next_piece[j])
 
-    def unfinish(self, ids, why: str) -> None:
+    def unfinish(self, ids: list[int], why: str) -> None:
         """The run ended (drain limit) with these requests still in the system."""
         for i in ids:
             self.status[i] = Status.UNFINISHED
@@ -128,7 +129,7 @@ class Requests:
         return np.flatnonzero(open_)
 
 
-def _int_array(values: np.ndarray) -> array:
+def _int_array(values: np.ndarray) -> array[int]:
     """Integers as an array('q'): indexing gives Python ints, storage is 8 bytes each."""
     out = array("q")
     out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())

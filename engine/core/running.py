@@ -52,7 +52,8 @@ COMP, SEQ, TOK, FROM_R, PROMPT, END, TOP, ADM, GRANT, SAMPLE, SAMPLE0, ONEHOT = 
 def give(pool: int, want: np.ndarray) -> np.ndarray:
     """Sequential `min(want_i, what is left)` down the list, as one vectorised expression."""
     before = np.cumsum(want) - want
-    return np.minimum(want, np.maximum(pool - before, 0))
+    out: np.ndarray = np.minimum(want, np.maximum(pool - before, 0))
+    return out
 
 
 class RunningSet:
@@ -101,7 +102,8 @@ class RunningSet:
         """Blocks each running request holds (during a step: including this step's chunk)."""
         n = len(self.ids)
         F = self.settled()
-        return -(-(F[COMP, :n] + F[TOK, :n]) // self.bs)
+        held: np.ndarray = -(-(F[COMP, :n] + F[TOK, :n]) // self.bs)
+        return held
 
     def comp_seq(self, p: int) -> tuple[int, int]:
         """True (computed, prompt + generated) of the request at position p."""
@@ -155,8 +157,8 @@ class RunningSet:
                 else np.zeros(n, np.int64)
             alloc = from_r + give(budget.shared, need - from_r)
             used_r = int(from_r.sum())
-        grow = -(-(comp + alloc) // self.bs) - (-(-comp // self.bs))
-        return Plan(False, n, (F[ONEHOT:, :n] @ grow).tolist(), used_r, int(alloc.sum()) - used_r, alloc, from_r)
+        new = -(-(comp + alloc) // self.bs) - (-(-comp // self.bs))  # blocks per request
+        return Plan(False, n, (F[ONEHOT:, :n] @ new).tolist(), used_r, int(alloc.sum()) - used_r, alloc, from_r)
 
     def call_growth(self) -> list[int]:
         """Per class: the new blocks the next call's decode tokens need (done requests take none)."""
@@ -189,6 +191,7 @@ class RunningSet:
                 top = (F[TOP, :n] == 1) & (F[TOK, :n] == 1)
                 F[FROM_R, :n] = top & (np.cumsum(top) <= plan.reserve_used)
         else:
+            assert plan.tokens is not None  # (a plan that is not uniform lists its tokens)
             F[TOK, :n] = plan.tokens
             if plan.from_reserve is not None:
                 F[FROM_R, :n] = plan.from_reserve
@@ -225,10 +228,10 @@ class RunningSet:
                 sq += tok * tok
             return tokens, decode, batch, context, float(dot) + 0.5 * float(sq)
         F = self.settled()
-        tok, comp = F[TOK, :n], F[COMP, :n]
-        on = tok > 0
-        return (int(tok.sum()), int(tok[comp >= F[PROMPT, :n]].sum()), int(np.count_nonzero(on)),
-                int(comp[on].sum()), float(int(tok @ comp)) + 0.5 * float(int(tok @ tok)))
+        toks, comps = F[TOK, :n], F[COMP, :n]
+        on = toks > 0
+        return (int(toks.sum()), int(toks[comps >= F[PROMPT, :n]].sum()), int(np.count_nonzero(on)),
+                int(comps[on].sum()), float(int(toks @ comps)) + 0.5 * float(int(toks @ toks)))
 
     # -- applying a step ----------------------------------------------------------------------
     def advance(self, plan: Plan | None) -> list[int]:
@@ -259,21 +262,21 @@ class RunningSet:
             self.upto = cur
         else:
             F = self.settled()
-            comp, seq = F[COMP, :n], F[SEQ, :n]
+            comps, seqs = F[COMP, :n], F[SEQ, :n]  # (views: the rows move in place)
             self.ctx += int(F[TOK, :n].sum())
-            comp += F[TOK, :n]
-            sampled = comp == seq
-            seq += sampled
+            comps += F[TOK, :n]
+            sampled = comps == seqs
+            seqs += sampled
             if self.track:
                 F[GRANT, :n][F[TOK, :n] > 0] = self.cur
                 F[SAMPLE0, :n][sampled] = F[SAMPLE, :n][sampled]
                 F[SAMPLE, :n][sampled] = self.cur
             self.cur += 1
-            gen = seq - F[PROMPT, :n]
+            gen = seqs - F[PROMPT, :n]
             new = (sampled & (gen == 1)).nonzero()[0]
             if len(new):
                 first = [self.ids[p] for p in new.tolist()]
-            self.n_dec = int(np.count_nonzero((seq - comp == 1) & (gen > 0)))
+            self.n_dec = int(np.count_nonzero((seqs - comps == 1) & (gen > 0)))
             self._reindex()
         F[TOK:FROM_R + 1, :n] = 0
         return first

@@ -30,6 +30,7 @@ import numpy as np
 
 from .kv import KVPool
 from .policies import Policy
+from .queue import Key
 from .reasons import Reason
 from .requests import Requests
 from .state import EngineState
@@ -40,6 +41,10 @@ RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
 PRIORITY_STEP = 100  # default SGLang priority distance between neighbouring lab classes
 
 CONTINUE, NO_TOKEN, OTHER = 0, 1, 2  # SGLang's AddReqResult
+
+# how the first request left waiting stands after a round: its id (−1: none), its reason, the
+# reason of those behind it, the blocks it needs and the blocks free (−1: not checked)
+Head = tuple[int, Reason, Reason, int, int]
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ class Settings:
     init_new_token_ratio: float = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO
     min_new_token_ratio_factor: float = 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
     new_token_ratio_decay_steps: int = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
-    class_priority: tuple = ()  # SGLang's integer priority per lab class (index = class)
+    class_priority: tuple[int, ...] = ()  # SGLang's integer priority per lab class (index = class)
 
 
 def default_class_priority(lab_priority: list[int], low_values_first: bool) -> list[int]:
@@ -83,10 +88,10 @@ class SGLangPolicy(Policy):
     def __init__(self, urgency: np.ndarray, by_priority: bool):
         self.urgency, self.by_priority_on = urgency, by_priority
 
-    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+    def order_key(self, prio: int, arrival: float, i: int, entry: int) -> Key:
         return (int(self.urgency[i]) if self.by_priority_on else 0, entry)
 
-    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> tuple:
+    def requeue_key(self, prio: int, arrival: float, i: int, entry: int) -> Key:
         return self.order_key(prio, arrival, i, entry)
 
 
@@ -157,6 +162,16 @@ class SGLangRules:
         """No run of steps is promised: SGLang's loop decides every step (its ratio moves each round)."""
         return None
 
+    # (the rest of what a replica may ask about runs of steps: never asked, as no run is promised)
+    def decode_step(self) -> Step:
+        raise NotImplementedError("SGLang's rules promise no run of steps (`horizon` is None)")
+
+    def waits_stand(self, last: Step | None) -> bool:
+        return False
+
+    def still_waiting(self, step: Step) -> bool:
+        return False
+
     # -- arrivals ---------------------------------------------------------------------------
     def enqueue(self, i: int) -> bool:
         """As the vLLM scheduler, plus SGLang's own never-fits: prompt + min(max_new, 4096) must
@@ -205,7 +220,7 @@ class SGLangRules:
         self.state.evict(v, now, None)
 
     # -- the prefill round ------------------------------------------------------------------
-    def _prefill(self, now: float) -> tuple[bool, tuple]:
+    def _prefill(self, now: float) -> tuple[bool, Head]:
         """One `_get_new_batch_prefill_raw`: (whether a prefill batch formed, how the first
         request left waiting stands: its id or −1, its reason, the reason of those behind it,
         blocks it needs, blocks free)."""
@@ -228,7 +243,7 @@ class SGLangRules:
                     s.max_prefill_tokens, s.chunked_prefill_size)
         if self.chunked >= 0:
             self._continue_chunk(ad, hold)
-        head: tuple = (-1, Reason.NONE, Reason.NONE, -1, -1)
+        head: Head = (-1, Reason.NONE, Reason.NONE, -1, -1)
         order = self.queue.ids()
         for k, w in enumerate(order):
             if ad.can_run >= allocatable:
@@ -251,7 +266,7 @@ class SGLangRules:
             self._give_decode([p for p, i in enumerate(run.ids) if i in riding])
         return ad.can_run > 0, head
 
-    def _stuck(self) -> tuple:
+    def _stuck(self) -> Head:
         """No prefill round: the waiting requests stand where the flag that stopped it left them."""
         if not self.queue.order:
             return (-1, Reason.NONE, Reason.NONE, -1, -1)
@@ -260,7 +275,7 @@ class SGLangRules:
             return (first, Reason.MAX_SEQS, Reason.MAX_SEQS, -1, -1)
         return (first, Reason.KV_SHORT, Reason.HEAD_OF_LINE, -1, -1)
 
-    def _misfit(self, w: int, ad: _Adder) -> tuple:
+    def _misfit(self, w: int, ad: _Adder) -> Head:
         return (w, Reason.KV_SHORT, Reason.HEAD_OF_LINE, self.pool.blocks(self._total(w)),
                 max(0, int(ad.rem_total()) // self.pool.block_size))
 
@@ -396,7 +411,7 @@ class SGLangRules:
         batch; `priority`: the least urgent first, then the same."""
         run, rs = self.running, self.rs
 
-        def key(p: int) -> tuple:
+        def key(p: int) -> tuple[int, ...]:
             i = run.ids[p]
             length = (run.comp_seq(p)[1] - rs.prompt_l[i], -rs.prompt_l[i], -p)
             return (-int(self.urgency[i]), *length) if self.sg.retraction_policy == "priority" else length

@@ -17,13 +17,13 @@ import numpy as np
 from .arrival import ArrivalGate
 from .kv import KVPool
 from .policies import Policy
-from .prefix import PrefixCache
-from .queue import WaitingQueue
+from .prefix import Hit, PrefixCache
+from .queue import Key, WaitingQueue
 from .requests import Requests
 from .running import COMP, RunningSet
 from .step import Budget, Limits, Step
 
-NO_HIT = ((), (), 0, 0)  # a prefix-cache lookup that found nothing (`PrefixCache.lookup`)
+NO_HIT: Hit = ((), (), 0, 0)  # a prefix-cache lookup that found nothing (`PrefixCache.lookup`)
 
 
 class EngineState:
@@ -65,14 +65,14 @@ class EngineState:
         self._push(i, self.policy.order_key(int(rs.prio[i]), float(rs.arrival[i]), rs.tie[i], self.entries + 1))
         return True
 
-    def _push(self, i: int, key: tuple) -> None:
+    def _push(self, i: int, key: Key) -> None:
         self.entries += 1
         self.entry[i] = self.entries
         self.queue.push(i, key)
 
     # -- a rulebook's decisions ------------------------------------------------------------------
     def admit(self, w: int, c: int, n: int, now: float, computed: int, seq: int, budget: Budget | None,
-              hit: tuple = NO_HIT) -> int:
+              hit: Hit = NO_HIT) -> int:
         """Move w from the queue to the running set; allocate blocks for its first chunk of n
         tokens only (`hit`: its prefix-cache hit; `budget`: where the tokens come from, None
         for a rulebook without a per-request budget). Returns the blocks it took."""
@@ -81,7 +81,7 @@ class EngineState:
         prompt, top = rs.prompt_l[w], rs.top_l[w]
         p = self.running.add(w, c, computed, seq, prompt, prompt + rs.output_l[w], top)
         self.n_running_cls[c] += 1
-        first = rs.first_sched[w] != rs.first_sched[w]  # NaN: never admitted before
+        first = bool(rs.first_sched[w] != rs.first_sched[w])  # NaN: never admitted before
         rs.run(w, now)
         if rs.swapped[w]:
             rs.swapped[w] = False
@@ -90,7 +90,7 @@ class EngineState:
         _, _, hits, fresh = hit
         if hits:
             rs.hit(w, computed, first)
-        if hits or cache is not None and cache.any_prefix and cache.prefix_l[w]:
+        if cache is not None and (hits or cache.any_prefix and cache.prefix_l[w]):  # (hits: from the cache)
             cache.admit(w, c, hit)  # hits on free cached blocks take them out of the free queue
         blocks = pool.blocks(computed + n) - hits
         pool.grow(c, blocks)
@@ -219,6 +219,7 @@ class EngineState:
         """Shareable blocks the running pass's grants (or, async, the outputs taken in) hashed
         become findable (`engine.core.prefix`)."""
         run, cache = self.running, self.cache
+        assert cache is not None  # (called only with a prefix cache)
         for p in [p for p, i in enumerate(run.ids) if i in cache.hashing]:  # in running order, as vLLM
             i = run.ids[p]
             if granted and run.tokens_of(p)[0]:
@@ -229,11 +230,12 @@ class EngineState:
     def take(self, step: Step) -> None:
         """Async: the end of the call takes in the last step's outputs (vLLM's update_from_output
         after the next schedule()); then the blocks they hashed become findable."""
+        assert self.outputs is not None  # (called only when there are outputs to take in)
         (t_end, done), self.outputs = self.outputs, None
         step.flushed = True
         if done:
             self._finished_late(step, done, t_end)
-        if self.lag and self.cache.hashing:
+        if self.lag and self.cache is not None and self.cache.hashing:  # (lag: a cache)
             self.hash_running(granted=False)
 
     def _finished_late(self, step: Step, done: list[int], t_end: float) -> None:

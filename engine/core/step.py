@@ -31,7 +31,7 @@ class Limits:
     chunked: bool = True
     token_reserve: int = 0
     reserve_lendable: bool = False
-    class_max_running: tuple = ()
+    class_max_running: tuple[int | None, ...] = ()  # per class (None: no cap)
     inheritance: bool = False
     aging_s: float = 0.0
     top_priority: int = 0

@@ -27,12 +27,14 @@ methods from `engine.core.mitigations`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .mitigations import Mitigations
 from .policies import Policy
+from .prefix import Hit
 from .reasons import Reason
 from .state import NO_HIT, EngineState
 from .step import Budget, Limits, Step
@@ -70,7 +72,7 @@ class VLLMRules(Mitigations):
         self.prefilter_min_queue = prefilter_min_queue
         self._running_caps = any(cap is not None for cap in limits.class_max_running)
         self._cap = 0  # this call's chunk cap (`Limits.chunk_cap`)
-        self._hit: tuple = NO_HIT  # the last admission check's prefix-cache hit (`_why_not`)
+        self._hit: Hit = NO_HIT  # the last admission check's prefix-cache hit (`_why_not`)
         self.paths = Paths()
 
     def enqueue(self, i: int) -> bool:
@@ -215,10 +217,11 @@ class VLLMRules(Mitigations):
         paths.prefilters_leaving_out += bool(codes.any())
         paths.prefilters_with_hits += walk.findable is not None and bool(walk.findable.any())
 
-    def _walk(self, walk: Walk, order: list[int], budget: Budget, now: float, pre) -> None:
+    def _walk(self, walk: Walk, order: list[int], budget: Budget, now: float,
+              pre: tuple[np.ndarray, np.ndarray] | None) -> None:
         st, lim, stops = self.state, self.lim, self.policy.stops_at_misfit
         rs, run = st.rs, st.running
-        todo = walk.todo if pre is not None else range(len(order))
+        todo: Sequence[int] = walk.todo if pre is not None else range(len(order))
         k = 0
         while k < len(todo):
             p, k = todo[k], k + 1
@@ -254,7 +257,7 @@ class VLLMRules(Mitigations):
                 if pre is not None and walk.dense_from > p and k < len(todo):  # room shrank: re-filter the rest
                     rest = np.array(todo[k:], dtype=np.int64)
                     codes, _ = st.pool.shortfall_many(rs.cls[walk.ids[rest]], pre[1][rest], watermark=bool(run))
-                    todo = todo[:k] + walk.to_walk(codes, rest).tolist()
+                    todo = walk.todo = walk.todo[:k] + walk.to_walk(codes, rest).tolist()
                 if why != Reason.CLASS_CAP and stops:  # over its class's KV cap: skipped, not a stop
                     walk.blocker = w
                     if top or why != Reason.RESERVE:
@@ -267,9 +270,9 @@ class VLLMRules(Mitigations):
                 walk.closed_at.setdefault(c, p)
             if pre is not None and walk.dense_from > p and (len(run) >= lim.max_seqs or budget.shared <= 0):
                 walk.dense_from = p + 1  # a global limit now binds: walk every later position
-                todo = todo[:k] + list(range(p + 1, len(order)))
+                todo = walk.todo = walk.todo[:k] + list(range(p + 1, len(order)))
 
-    def _why_not(self, w: int, c: int, top: bool, budget: Budget, now: float):
+    def _why_not(self, w: int, c: int, top: bool, budget: Budget, now: float) -> tuple[Reason, int, int, int, int]:
         """Whether w fits now: (reason, first chunk, blocks for its whole sequence, computed, sequence)."""
         st, lim = self.state, self.lim
         rs, pool, cache = st.rs, st.pool, st.cache
@@ -323,7 +326,9 @@ class VLLMRules(Mitigations):
         """The step these rules schedule when every running request decodes and nobody waits."""
         step = Step(None)
         step.tokens = step.decode = step.batch = len(self.state.running.ids)
-        step.reserve_idle = self.decode_idle()
+        idle = self.decode_idle()
+        assert idle is not None  # (asked only after `horizon` found the step uniform)
+        step.reserve_idle = idle
         return step
 
     def decode_idle(self) -> int | None:

@@ -19,6 +19,10 @@ With the roofline cost every step has its own time and the clock is the float su
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config.cost import StepCost
 
 _TOL = 9  # decimals of a step to which a step's length is rounded before counting whole ticks
 
@@ -40,6 +44,7 @@ class Clock:
 
     def at(self, ticks: int) -> float:
         """The boundary `ticks` steps after the current one (grid only)."""
+        assert self.grid is not None
         return self.origin + (self.tick + ticks) * self.grid
 
     def advance(self, ticks: int, dt: float) -> None:
@@ -73,12 +78,14 @@ class Clock:
 
     def ticks(self, dt: float) -> int:
         """Whole grid steps a step of dt seconds stalls the engine for (at least one)."""
+        assert self.grid is not None
         return max(1, math.ceil(round(dt / self.grid, _TOL)))
 
     def steps_before(self, start_by: float, end_by: float, most: int) -> int:
         """On the grid: how many steps from this boundary (at most `most`) start before `start_by`
         and end before `end_by` — the same float comparisons stepping makes, at the boundary."""
         g, o, k = self.grid, self.origin, self.tick
+        assert g is not None
         j = k + most  # the last step j that may run: o + j·g < start_by and o + (j + 1)·g < end_by
         if start_by < math.inf:
             j = min(j, math.floor((start_by - o) / g) + 1)
@@ -99,7 +106,7 @@ class Clock:
             return min(m, self.steps_before(start_by, end_by, m)) if by < self.at(m + 2) else m
         return min(m, int((by - self.now) / first_dt) + 2) if by < math.inf else m
 
-    def decode_times(self, m: int, cost, n: int, ctx: int, start_by: float,
+    def decode_times(self, m: int, cost: StepCost, n: int, ctx: int, start_by: float,
                      end_by: float) -> tuple[list[float], list[float]]:
         """Start and step times of m decode steps of n requests from here (`cost`: a `StepCost`;
         without a grid, only those that start before `start_by` and end before `end_by`)."""

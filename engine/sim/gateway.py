@@ -260,7 +260,7 @@ class Gateway:
         """Request i (lab priority p) leaves the gateway queue at `now`: dispatched or dropped (its
         wait here is a segment if it outlasted the gateway's first look at it)."""
         if self.log is not None:
-            self.log.release(i, now, keep=now > self.seen[i])
+            self.log.release(i, now, keep=bool(now > self.seen[i]))  # (a numpy bool: the compiled log takes a bool)
         self.waiting_lab[p] -= 1
         self.overtaken[i] = self.passed[p] - self._since[i]
 

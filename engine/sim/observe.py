@@ -23,12 +23,18 @@ import numpy as np
 
 from ..core.reasons import Reason
 from ..core.requests import Requests
+from ..core.running import RunningSet
+from ..core.step import Step
 
 TOP_HOLDERS = 3
 _HOL, _KV_SHORT, _RESERVE = int(Reason.HEAD_OF_LINE), int(Reason.KV_SHORT), int(Reason.RESERVE)
 
+Snapshot = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # ids, classes, blocks, steps left / ETA
+View = tuple[RunningSet, int, float]  # the running set during a step, the step budget, the step time
 
-def holders_and_eta(snapshot, short_by, step_s: float):
+
+def holders_and_eta(snapshot: Snapshot, short_by: int | np.ndarray,
+                    step_s: float) -> tuple[Snapshot, float | np.ndarray]:
     """The top KV holders of a running-set snapshot — (ids, classes, blocks, each one's ETA in s)
     — and the estimated seconds until `short_by` blocks free (a number or an array of them; inf
     if the running requests cannot free that many)."""
@@ -76,7 +82,7 @@ class WaitLog:
         self.n_segments = 0
         self.closed: list[tuple[np.ndarray, ...]] = []  # closed segments, in chunks of columns
         self.snapshots: list[tuple[np.ndarray, ...]] = []  # top holders: (ids, classes, blocks, eta_s)
-        self.alerts: list[dict] = []
+        self.alerts: list[dict[str, object]] = []
         self.alert_holders: list[int] = []  # per alert: index into `snapshots` (-1: none)
         # admissions, one entry each: request, step start, step time, replica-local step, replica,
         # blocks needed. Inversion episodes are derived from these and the wait segments
@@ -87,7 +93,7 @@ class WaitLog:
         """Request i (re)joined a waiting queue at time t (arrival or eviction)."""
         self.wait_since[i] = t
 
-    def next_alert(self, step) -> float:
+    def next_alert(self, step: Step | None) -> float:
         """When a top-priority request left waiting by `step` could first raise its alert (inf:
         none can) — the least float t with t − since ≥ alert_after_s, so that "a step starting
         before t" is exactly "no alert yet" (the replica's multi-step runs end before it)."""
@@ -105,7 +111,8 @@ class WaitLog:
             t = math.nextafter(t, math.inf)
         return t
 
-    def observe(self, replica: int, k: int, t: float, dt: float, step, running, budget: int) -> None:
+    def observe(self, replica: int, k: int, t: float, dt: float, step: Step, running: RunningSet,
+                budget: int) -> None:
         """Step k of `replica` starts at t and lasts dt; `running` is its running set, read only
         through `snapshot(budget)` when a KV wait needs its holders."""
         rs = self.rs
@@ -129,13 +136,14 @@ class WaitLog:
                 self._alert(replica, view, int(w[j]), t, int(step.need[j]), int(step.room[j]))
 
     @staticmethod
-    def _holders(view, short_by):
+    def _holders(view: View, short_by: int | np.ndarray) -> tuple[Snapshot, float | np.ndarray]:
         running, budget, dt = view
         if not running:
             return holders_and_eta((np.empty(0, np.int64),) * 4, short_by, dt)
         return holders_and_eta(running.snapshot(budget), short_by, dt)
 
-    def _reopen(self, replica: int, view, ids: np.ndarray, codes: np.ndarray, t: float, step, at: np.ndarray) -> None:
+    def _reopen(self, replica: int, view: View, ids: np.ndarray, codes: np.ndarray, t: float, step: Step,
+                at: np.ndarray) -> None:
         """Requests `ids` got new reasons at t: close their segments, open new ones."""
         was_open = self.cur[ids] != 0
         self._close(ids[was_open], t)
@@ -176,8 +184,9 @@ class WaitLog:
         """Every admission (first or after a preemption) as columns: views of the log's buffers,
         not copies (read when the run is over; the log then takes no more admissions)."""
         names = ("request", "t_s", "dt_s", "step", "replica", "need_blocks")
+        buffers: tuple[array[int] | array[float], ...] = self.adm
         return {n: np.frombuffer(a, dtype=np.float64 if n in ("t_s", "dt_s") else np.int64)
-                for n, a in zip(names, self.adm)}
+                for n, a in zip(names, buffers)}
 
     def _admissions(self, replica: int, k: int, t: float, dt: float, admitted: list[int]) -> None:
         rs = self.rs
@@ -202,12 +211,13 @@ class WaitLog:
         self.inv_episodes[inv[self.inv_last[inv] != k - 1]] += 1
         self.inv_last[inv] = k
 
-    def _alert(self, replica: int, view, i: int, t: float, need: int, free: int) -> None:
+    def _alert(self, replica: int, view: View | None, i: int, t: float, need: int, free: int) -> None:
         self.alerted[i] = True
         code = int(self.cur[i])
         snap = -1
-        eta = np.nan
+        eta: float | np.ndarray = np.nan
         if need >= 0:
+            assert view is not None  # (a request held outside the engines was never checked for KV)
             holders, eta = self._holders(view, max(need - free, 0))
             self.snapshots.append(holders)
             snap = len(self.snapshots) - 1
@@ -238,7 +248,7 @@ class WaitLog:
         self.n_segments += 1
         self.cur[i] = code
 
-    def release(self, i: int, t: float, keep: bool) -> None:
+    def release(self, i: int, t: float, keep: bool | np.bool_) -> None:  # (the gateway compares numpy times)
         """Its wait outside the engines ends at t: a segment if `keep`, else none at all."""
         if keep:
             self._close(np.array([i]), t)
@@ -260,7 +270,7 @@ def episodes_from(waits: dict[str, np.ndarray], adm: dict[str, np.ndarray], prio
     `overtakers` counts those admissions. Columns: request, start_s, end_s, steps, overtakers,
     replica (by request, then time)."""
     cols = ("request", "start_s", "end_s", "steps", "overtakers", "replica")
-    out: dict[str, list] = {c: [] for c in cols}
+    out: dict[str, list[int | float]] = {c: [] for c in cols}
     w_req, w_rep = waits["request"].astype(np.int64), waits["replica"].astype(np.int64)
     w_s, w_e = waits["start_s"].astype(np.float64), waits["end_s"].astype(np.float64)
     if ids is not None:
@@ -285,12 +295,14 @@ def episodes_from(waits: dict[str, np.ndarray], adm: dict[str, np.ndarray], prio
             for r, a, b in zip(w_req[sel].tolist(), lo.tolist(), hi.tolist()):
                 if a < b:
                     _runs(out, r, rep, kq[a:b], tq[a:b], dq[a:b], nq[a:b])
-    order = np.lexsort((np.asarray(out["start_s"]), np.asarray(out["request"]))) if out["request"] else []
+    order: np.ndarray | list[int] = np.lexsort((np.asarray(out["start_s"]), np.asarray(out["request"]))) \
+        if out["request"] else []
     res = {c: np.asarray(out[c], dtype=np.float64 if c.endswith("_s") else np.int64)[order] for c in cols}
     return _merge_touching(res)
 
 
-def _runs(out: dict, r: int, rep: int, k: np.ndarray, t: np.ndarray, dt: np.ndarray, n: np.ndarray) -> None:
+def _runs(out: dict[str, list[int | float]], r: int, rep: int, k: np.ndarray, t: np.ndarray, dt: np.ndarray,
+          n: np.ndarray) -> None:
     """Append the runs of consecutive step indices in k (one request's inversion steps in one wait)."""
     starts = np.flatnonzero(np.diff(k, prepend=k[0] - 2) != 1)
     ends = np.append(starts[1:], len(k)) - 1

@@ -22,12 +22,16 @@ end is exactly where stepping would have arrived; SimPy's clock only orders the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Generator
+from enum import Enum
+from typing import Final, Protocol
 
 import simpy
 
 from ..config.cost import StepCost
 from ..core.kv import KVPool
 from ..core.requests import Requests
+from ..core.state import EngineState
 from ..core.step import Step
 from .clock import Clock
 from .observe import WaitLog
@@ -35,12 +39,56 @@ from .steplog import StepLog
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
 WATCH_EVERY = 64  # loop turns between two looks at the run's limits (`engine.sim.limits.Stop`)
-WAKE = object()  # a wait until the router hands over an arrival
+
+
+class Wake(Enum):
+    WAKE = "wake"
+
+
+WAKE: Final = Wake.WAKE  # a wait until the router hands over an arrival
+
+Quiet = tuple[list[float], list[float], list[int], list[int]]  # a run: starts, step times, KV per class, row
+
+
+class Rules(Protocol):
+    """What the replica asks of its rulebook (`VLLMRules`, `SGLangRules`, or a wrapper around one)."""
+
+    state: EngineState
+    multi_step: bool  # whether pure decode steps may run as one (`horizon` may promise some)
+
+    def enqueue(self, i: int) -> bool: ...
+
+    def schedule(self, now: float, unchanged: Step | None = None) -> Step: ...
+
+    def horizon(self, last: Step | None) -> int | None: ...
+
+    def decode_step(self) -> Step: ...
+
+    def waits_stand(self, last: Step | None) -> bool: ...
+
+    def still_waiting(self, step: Step) -> bool: ...
+
+
+class Feed(Protocol):
+    """Where a replica's arrivals come from (`engine.sim.simulation`): called with `now`, the ids
+    due by then; `next_t`: when the next one is due; `strict`: arrivals come as SimPy events."""
+
+    strict: bool
+    next_t: float
+
+    def __call__(self, now: float) -> list[int]: ...
+
+
+class OnFinish(Protocol):
+    """Told that request i finished at t (`after_the_call`: the call that took it in built a step)."""
+
+    def __call__(self, i: int, t: float, after_the_call: bool = False) -> None: ...
 
 
 class Replica:
-    def __init__(self, index: int, env: simpy.Environment | None, rs: Requests, rules, cost: StepCost,
-                 log: WaitLog, steps: StepLog, on_finish, *, until: float, skip: bool = True, watch=None):
+    def __init__(self, index: int, env: simpy.Environment | None, rs: Requests, rules: Rules, cost: StepCost,
+                 log: WaitLog, steps: StepLog, on_finish: OnFinish, *, until: float, skip: bool = True,
+                 watch: Callable[[float], None] | None = None):
         self.index, self.env, self.rs, self.rules = index, env, rs, rules
         self.state = rules.state
         self.pool: KVPool = self.state.pool
@@ -82,9 +130,10 @@ class Replica:
                 self.log.enter(i, float(self.rs.arrival[i]))
         self.pending.clear()
 
-    def process(self, feed):
+    def process(self, feed: Feed) -> Generator[simpy.Event, None, None]:
         """The replica as a SimPy process (several replicas share SimPy's clock with the router)."""
         env = self.env
+        assert env is not None  # (a replica alone is driven without SimPy: `drive`)
         for wait in self.run(feed):
             if wait is WAKE:
                 self._wake = env.event()
@@ -97,14 +146,14 @@ class Replica:
             else:
                 yield env.timeout(wait)
 
-    def drive(self, feed, until: float) -> None:
+    def drive(self, feed: Feed, until: float) -> None:
         """The replica alone: no other process shares its clock, so SimPy would only add its own
         bookkeeping; run it directly, stopping before a wait that reaches `until` (SimPy's rule)."""
         for wait in self.run(feed):
             if wait is WAKE or self.sim >= until:
                 return
 
-    def run(self, feed):
+    def run(self, feed: Feed) -> Generator[float | Wake, None, None]:
         """The step loop, a generator of waits (seconds, or ticks on a grid; WAKE: until the router
         hands over an arrival): `feed(now)` hands over the arrivals due by now; `feed.next_t` is
         when the next one is due."""
@@ -154,7 +203,7 @@ class Replica:
             clock.advance(ticks, dt)
             last = self._end(step, row, now, dt)
 
-    def _begin(self, last: Step | None):
+    def _begin(self, last: Step | None) -> tuple[Step, list[int], float, int] | None:
         """One schedule() call: (its step, the step's log row, time, grid ticks), or None if it
         scheduled nothing."""
         st, log, now = self.state, self.log, self.now
@@ -186,7 +235,7 @@ class Replica:
         quiet = step.uniform and not finished and not (step.finished and not self.rules.still_waiting(step))
         return step if quiet else None
 
-    def _sleep(self, feed):
+    def _sleep(self, feed: Feed) -> Generator[float | Wake, None, None]:
         """Nothing to do: sleep until the feed's next arrival, or until the router wakes us; the
         engine starts at that instant (a new busy period)."""
         if not feed.strict and feed.next_t < math.inf:
@@ -198,7 +247,8 @@ class Replica:
             yield WAKE  # (`process` starts the clock when the router hands over an arrival)
 
     # -- multi-step skipping --------------------------------------------------------------------
-    def _run_quiet(self, starts: list[float], dts: list[float], kv: list[int], row: list[int]):
+    def _run_quiet(self, starts: list[float], dts: list[float], kv: list[int],
+                   row: list[int]) -> Generator[float, None, list[int]]:
         """Run these pure decode steps as one run: one row in the log, one SimPy timeout."""
         m = len(starts)
         self.steps.add_run(starts, dts, row, kv)
@@ -215,7 +265,7 @@ class Replica:
             self.on_finish(i, t_end)
         return finished
 
-    def _quiet_steps(self, last: Step | None, feed):
+    def _quiet_steps(self, last: Step | None, feed: Feed) -> Quiet | None:
         """The pure decode steps that come next, until something could happen: (start times, step
         times, KV blocks per class during each, the log row's constant columns), or None. Each
         owner says how far it can promise the same step again — the rules (`horizon`: up to the

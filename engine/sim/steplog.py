@@ -24,7 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..core.kv import KVPool
 from ..core.reasons import IN_ENGINE, VLLM_REASON
+from ..core.step import Step
 
 # waiting requests per wait reason (`waiting_for_<reason>`) and in vLLM's two words
 # (`waiting_by_reason_capacity`, `_deferred`: see `reasons.VLLM_REASON`)
@@ -39,6 +41,7 @@ _NO_REASONS = [0] * len(IN_ENGINE)
 _CODES = len(IN_ENGINE) + 1  # the engine's codes are 1 … len(IN_ENGINE)
 _SMALL = (np.int8, np.int16, np.int32)
 CHUNK_ROWS = 1 << 16  # rows per compacted chunk (8 MiB of typed buffers for three classes)
+Chunk = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]  # compacted rows, and the side arrays of their runs
 
 
 def _compact(a: np.ndarray) -> np.ndarray:
@@ -71,6 +74,11 @@ class StepTotals:
 class StepLog:
     """Rows appended by the replicas: `add_row` for a step, `add_run` for a run of pure decode steps."""
 
+    def __reduce__(self) -> tuple[type[StepLog], tuple[list[str], int], object]:
+        """Pickled by its constructor's arguments and its fields (results cross processes: the app's
+        workers, sweeps); compiled, the class has no `__dict__` for pickle's default to restore."""
+        return StepLog, (self.names, self.capacity), self.__getstate__()
+
     def __init__(self, class_names: list[str], capacity: int):
         self.names = list(class_names)
         self.capacity = capacity
@@ -83,10 +91,10 @@ class StepLog:
         self.run_kv = array("i")  # and KV blocks per class during the step
         # compacted rows and side arrays (t, dt, kv_<class>: the runs' steps, in row order); in
         # logging order until sealed, then grouped by replica
-        self._chunks: list[tuple[dict, dict]] = []
+        self._chunks: list[Chunk] = []
         self._grouped = False
 
-    def row_of(self, replica: int, step, cls: np.ndarray, running_cls: list[int], pool) -> list[int]:
+    def row_of(self, replica: int, step: Step, cls: np.ndarray, running_cls: list[int], pool: KVPool) -> list[int]:
         """A step's stored row (`add_row`'s order): what it scheduled and preempted, KV used and
         free, who waits by reason (vLLM's two words) and by class (`cls`: each request's class),
         running and KV blocks per class."""
@@ -170,7 +178,7 @@ class StepLog:
             self._chunks = _by_replica(self._chunks)
             self._grouped = True
 
-    def _read(self) -> list[tuple[dict, dict]]:
+    def _read(self) -> list[Chunk]:
         if len(self.times) or not self._grouped or not self._chunks:
             self.seal()
         return self._chunks
@@ -195,9 +203,9 @@ class StepLog:
         chunks = self._read()
         return self._column(name, chunks, any(len(side["t"]) for _, side in chunks))
 
-    def _column(self, name: str, chunks, kv_sum: bool) -> np.ndarray:
+    def _column(self, name: str, chunks: list[Chunk], kv_sum: bool) -> np.ndarray:
         times = name in ("t_s", "dt_s")
-        out = np.empty(sum(int(rows["steps"].sum(dtype=np.int64)) for rows, _ in chunks),
+        out: np.ndarray = np.empty(sum(int(rows["steps"].sum(dtype=np.int64)) for rows, _ in chunks),
                        np.float64 if times else np.int32)
         pos = 0
         for rows, side in chunks:
@@ -259,7 +267,7 @@ class StepLog:
                           reserve_idle=reserve_idle, busy_s=busy, kv_block_s=float(pd.Series(dt).sum()))
 
 
-def _per_step(rows: dict, side: dict, name: str, steps: np.ndarray) -> np.ndarray:
+def _per_step(rows: dict[str, np.ndarray], side: dict[str, np.ndarray], name: str, steps: np.ndarray) -> np.ndarray:
     """One chunk's column, one value per step: the row's value repeated over its steps, with the
     per-step values of runs (times, KV per class) from the side arrays."""
     key = {"t_s": "t", "dt_s": "dt"}.get(name, name)
@@ -270,14 +278,15 @@ def _per_step(rows: dict, side: dict, name: str, steps: np.ndarray) -> np.ndarra
     return out
 
 
-def _by_replica(chunks: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+def _by_replica(chunks: list[Chunk]) -> list[Chunk]:
     """The chunks split by replica, each replica's pieces in logging order, replicas in order
-    (each replica logs its own steps in time order). A chunk of one replica is kept as it is."""
-    pieces: dict[int, list] = {}
+    (each replica logs its own steps in time order). A chunk of one replica is kept as it is.
+    `chunks` is emptied on the way."""
+    pieces: dict[int, list[Chunk]] = {}
     empty = chunks[:1]
-    for k in range(len(chunks)):
-        rows, side = chunks[k]
-        chunks[k] = None  # (each chunk is freed as soon as it is split)
+    chunks.reverse()
+    while chunks:
+        rows, side = chunks.pop()  # (each chunk is freed as soon as it is split)
         reps = np.unique(rows["replica"]).tolist()
         for r in reps:
             piece = (rows, side) if len(reps) == 1 else _select(rows, side, rows["replica"] == r)
@@ -285,7 +294,7 @@ def _by_replica(chunks: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
     return [piece for r in sorted(pieces) for piece in pieces[r]] or empty
 
 
-def _select(rows: dict, side: dict, keep: np.ndarray) -> tuple[dict, dict]:
+def _select(rows: dict[str, np.ndarray], side: dict[str, np.ndarray], keep: np.ndarray) -> Chunk:
     """The rows `keep` of a chunk, and the side-array steps of the runs among them."""
     steps = rows["steps"].astype(np.int64)
     length = np.where(steps > 1, steps, 0)

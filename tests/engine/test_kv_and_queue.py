@@ -48,7 +48,7 @@ def test_fits_checks_every_growth_at_once():
 def test_blocks_rounds_up():
     kv = pool()
     assert [kv.blocks(t) for t in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
-    assert kv.blocks(np.array([3, 4, 5])).tolist() == [1, 1, 2]
+    assert kv.blocks_many(np.array([3, 4, 5])).tolist() == [1, 1, 2]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

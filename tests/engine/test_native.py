@@ -64,3 +64,15 @@ def test_pure_is_honoured_in_a_fresh_process():
                          cwd=native.ROOT).stdout.splitlines()
     assert out[0] == "pure Python (INVERSION_LAB_PURE=1)" and out[1].endswith("engine/core/state.py")
     assert engine.native is native
+
+
+def test_a_result_crosses_processes_whichever_engine_made_it():
+    """Results are pickled to and from workers (the app's pool, sweeps); a compiled class has no
+    `__dict__` for pickle's default, so the step log says how it is rebuilt."""
+    import pickle
+
+    from engine import load, simulate
+
+    res = simulate(load("default", {"duration_s": 20}))
+    back = pickle.loads(pickle.dumps(res))
+    assert back.steps.equals(res.steps) and back.summary == res.summary

@@ -4,14 +4,14 @@ with margins, and the cache's bookkeeping on random workloads with shared prefix
 from __future__ import annotations
 
 from functools import cache
-from unittest.mock import patch
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import from_dict, load, simulate
-from engine.core.vllm_rules import VLLMRules
+from engine.core.prefix import Seg
+from tests.support.rules import Around
 
 SYSTEM = {"P0": 3000, "P1": 600}
 
@@ -71,12 +71,11 @@ def test_the_cache_keeps_its_books(case, tmp_path_factory):
     text, blocks, bs, asyn, policy = case
     path = tmp_path_factory.mktemp("t") / "t.csv"
     path.write_text(text)
-    real = VLLMRules.schedule
 
-    def checked(self, now, *a):
-        step = real(self, now, *a)
-        c, pool = self.state.cache, self.state.pool
-        listed = sum(1 if not isinstance(e, list) else sum(hi - lo for lo, hi in e[1]) for e in c.q.values())
+    def checked(rules, now, unchanged):
+        step = rules.schedule(now, unchanged)
+        c, pool = rules.state.cache, rules.state.pool
+        listed = sum(1 if not isinstance(e, Seg) else sum(hi - lo for lo, hi in e.runs) for e in c.q.values())
         assert listed == c.n_cached or (not c.q and c.n_cached >= 0)
         assert 0 <= c.n_cached <= pool.capacity - pool.used
         assert sum(pool.used_cls) == pool.used
@@ -89,8 +88,7 @@ def test_the_cache_keeps_its_books(case, tmp_path_factory):
             "scheduler": {"policy": policy, "max_num_batched_tokens": 64, "max_num_seqs": 4, "async_scheduling": asyn},
             "classes": {f"C{k}": {"priority": k, "arrival": {"rate": 0}} for k in range(3)},
             "trace": {"path": str(path), "assign": {"by": "column"}}}
-    with patch.object(VLLMRules, "schedule", checked):
-        res = simulate(from_dict(data))
+    res = simulate(from_dict(data), around=lambda rules: Around(rules, checked))
     assert set(res.requests["status"]) <= {"finished", "rejected"}
     fin = res.requests[res.requests["status"] == "finished"]
     computed = int((res.steps["prefill_tokens"] + res.steps["decode_tokens"]).sum())
