@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.imports import runtime_imports
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "ui")
 
@@ -46,24 +48,6 @@ def _lazy_names() -> dict[str, str]:
     return {}
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement in the tree except those under `if TYPE_CHECKING:`."""
-    out = []
-
-    def walk(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                for c in child.orelse:
-                    walk(c)
-                continue
-            if isinstance(child, ast.Import | ast.ImportFrom):
-                out.append(child)
-            walk(child)
-
-    walk(tree)
-    return out
-
-
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
     lazy = _lazy_names()
@@ -71,7 +55,7 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in mods.items():
         is_pkg = path.name == "__init__.py"
         edges: set[str] = set()
-        for node in _imports(ast.parse(path.read_text())):
+        for node in runtime_imports(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:

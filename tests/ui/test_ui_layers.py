@@ -21,30 +21,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.imports import runtime_imports
+
 REPO = Path(__file__).resolve().parents[2]
 UI = REPO / "ui"
 
 MAY_IMPORT = {"frame": {"frame"}, "runtime": {"frame", "runtime"}, "panels": {"frame", "panels"},
               "teach": {"frame", "runtime", "panels", "teach"},
               "charts": {"frame", "runtime", "panels", "teach", "charts"}}
-
-
-def _runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """Every import that can run: top level and inside functions, not under `if TYPE_CHECKING:`."""
-    out: list[ast.Import | ast.ImportFrom] = []
-
-    def walk(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                for c in child.orelse:
-                    walk(c)
-                continue
-            if isinstance(child, ast.Import | ast.ImportFrom):
-                out.append(child)
-            walk(child)
-
-    walk(tree)
-    return out
 
 
 def _ui_module(root: Path, parts: list[str]) -> str | None:
@@ -63,7 +47,7 @@ def imports(path: Path, root: Path = UI) -> tuple[set[str], set[str]]:
     own = path.parent.name
     libs: set[str] = set()
     mods: set[str] = set()
-    for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             for a in node.names:
                 p = a.name.split(".")
