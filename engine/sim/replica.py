@@ -42,10 +42,12 @@ WATCH_EVERY = 64  # loop turns between two looks at the run's limits (`engine.si
 
 
 class Wake(Enum):
+    """The step loop's one wait that is not in seconds: until the router hands over an arrival."""
+
     WAKE = "wake"
 
 
-WAKE: Final = Wake.WAKE  # a wait until the router hands over an arrival
+WAKE: Final = Wake.WAKE
 
 Quiet = tuple[list[float], list[float], list[int], list[int]]  # a run: starts, step times, KV per class, row
 
