@@ -14,77 +14,28 @@ wait log (`next_alert`), the feed (the next arrival), the time limit — and the
 fewest as one: step times exactly as stepping (`StepCost.decode_times`, `Clock.steps_before`), one
 log row, one SimPy timeout. Every decision, count and time equals stepping one at a time.
 
-The replica keeps its own clock (`now`, `engine.sim.clock`): on a fixed step the exact boundaries
-origin + k·dt of the busy period, otherwise the same float additions stepping makes, so a run's
-end is exactly where stepping would have arrived; SimPy's clock only orders the replicas.
+Its own clock (`now`, `engine.sim.clock`) keeps the exact boundaries stepping would reach; SimPy's
+clock only orders the replicas. What it is plugged into (rules, feed, callbacks): `engine.sim.ports`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from enum import Enum
-from typing import Final, Protocol
 
 import simpy
 
 from ..config.cost import StepCost
 from ..core.kv import KVPool
 from ..core.requests import Requests
-from ..core.state import EngineState
 from ..core.step import Step
 from .clock import Clock
 from .observe import WaitLog
+from .ports import WAKE, Feed, OnFinish, Quiet, Rules, Wake
 from .steplog import StepLog
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
 WATCH_EVERY = 64  # loop turns between two looks at the run's limits (`engine.sim.limits.Stop`)
-
-
-class Wake(Enum):
-    """The step loop's one wait that is not in seconds: until the router hands over an arrival."""
-
-    WAKE = "wake"
-
-
-WAKE: Final = Wake.WAKE
-
-Quiet = tuple[list[float], list[float], list[int], list[int]]  # a run: starts, step times, KV per class, row
-
-
-class Rules(Protocol):
-    """What the replica asks of its rulebook (`VLLMRules`, `SGLangRules`, or a wrapper around one)."""
-
-    state: EngineState
-    multi_step: bool  # whether pure decode steps may run as one (`horizon` may promise some)
-
-    def enqueue(self, i: int) -> bool: ...
-
-    def schedule(self, now: float, unchanged: Step | None = None) -> Step: ...
-
-    def horizon(self, last: Step | None) -> int | None: ...
-
-    def decode_step(self) -> Step: ...
-
-    def waits_stand(self, last: Step | None) -> bool: ...
-
-    def still_waiting(self, step: Step) -> bool: ...
-
-
-class Feed(Protocol):
-    """Where a replica's arrivals come from (`engine.sim.simulation`): called with `now`, the ids
-    due by then; `next_t`: when the next one is due; `strict`: arrivals come as SimPy events."""
-
-    strict: bool
-    next_t: float
-
-    def __call__(self, now: float) -> list[int]: ...
-
-
-class OnFinish(Protocol):
-    """Told that request i finished at t (`after_the_call`: the call that took it in built a step)."""
-
-    def __call__(self, i: int, t: float, after_the_call: bool = False) -> None: ...
 
 
 class Replica:
@@ -94,13 +45,11 @@ class Replica:
         self.index, self.env, self.rs, self.rules = index, env, rs, rules
         self.state = rules.state
         self.pool: KVPool = self.state.pool
-        self.cost, self.log, self.steps = cost, log, steps
-        self.on_finish = on_finish
+        self.cost, self.log, self.steps, self.on_finish = cost, log, steps, on_finish
         self.until, self.skip = until, skip and rules.multi_step  # (SGLang's loop: every step decided)
         self.watch = watch  # called every WATCH_EVERY turns of the loop with `now` (may stop the run)
-        self.k = 0
         self.clock = Clock(cost.fixed_s)  # the engine's own time (`now`): on a fixed step, origin + tick × dt
-        self.sim = 0.0  # SimPy's clock as it would read: the sum of the waits yielded
+        self.k, self.sim = 0, 0.0  # steps run; SimPy's clock as it would read (the sum of the waits yielded)
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
@@ -289,9 +238,7 @@ class Replica:
             self.pool.waiting_limits(last.need, last.reasons, self.rs.cls[last.waiting], bool(run))
         table, at, _ = run.growth_table()
         kv = self.pool.steps_within(table, at, m, total, rooms)
-        c = len(self.pool.used_cls)
-        m = len(kv) // c
-        if not m:
+        if not (m := len(kv) // (c := len(self.pool.used_cls))):
             return None
         starts, dts = clock.decode_times(m, self.cost, n, run.ctx, start_by, end_by)
         if not starts:
