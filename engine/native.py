@@ -72,8 +72,8 @@ def why_pure(lib: Path = BUILD) -> str | None:
 def use(lib: Path = BUILD) -> str:
     """Load the event path compiled when a valid build is there (before any of it is imported)."""
     global ENGINE
-    if any(isinstance(f, CompiledFinder) for f in sys.meta_path):
-        return ENGINE
+    if not ENGINE.endswith("(not yet decided)"):
+        return ENGINE  # decided by the first engine folder imported (the digest is read once)
     why = why_pure(lib)
     if why is None and not any(module_name(p) in sys.modules for p in COMPILED):
         sys.meta_path.insert(0, CompiledFinder(lib))
