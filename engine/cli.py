@@ -119,7 +119,7 @@ def _run(args) -> int:
         for name in ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts"):
             _writable(args.out, lambda name=name: getattr(res, name).to_csv(args.out / f"{name}.csv", index=False))
     if args.json:
-        print(json.dumps(clean(res.summary)))
+        print(json.dumps(clean(res.summary) | {"loop_turns": res.loop_turns}))  # (turns: what the bench divides by)
     else:
         print(format_summary(res.summary, few=few_marks(RunSamples.of(res))))
     return 0

@@ -50,6 +50,7 @@ class Replica:
         self.watch = watch  # called every WATCH_EVERY turns of the loop with `now` (may stop the run)
         self.clock = Clock(cost.fixed_s)  # the engine's own time (`now`): on a fixed step, origin + tick × dt
         self.k, self.sim = 0, 0.0  # steps run; SimPy's clock as it would read (the sum of the waits yielded)
+        self.turns = 0  # turns of the loop (events: what the benchmark divides its time by)
         self._last_row: list[int] = []
         self._wake: simpy.Event | None = None
         self.pending: list[int] = []  # arrivals handed over, entered at the next step boundary
@@ -114,12 +115,11 @@ class Replica:
         clock.start(0.0)
         self.sim = 0.0
         last: Step | None = None  # the last step, while nothing has changed since (for a run)
-        watch, turns = self.watch, 0
+        watch = self.watch
         while True:
-            if watch is not None:
-                turns += 1
-                if turns % WATCH_EVERY == 0:
-                    watch(clock.now)
+            self.turns += 1
+            if watch is not None and self.turns % WATCH_EVERY == 0:
+                watch(clock.now)
             if strict:  # let arrivals routed at this boundary (within eps) reach us first
                 wait = feed.next_t - self.sim if self.sim < feed.next_t <= clock.now + eps else 0.0
                 self.sim += wait

@@ -34,6 +34,7 @@ class Result:
     holders: pd.DataFrame
     admissions: pd.DataFrame
     step_log: StepLog
+    loop_turns: int = 0  # the replicas' loop turns (events): `python -m engine bench` reports time per turn
     _steps: pd.DataFrame | None = field(default=None, repr=False)
     _episodes: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -77,7 +78,7 @@ class Result:
 
 
 def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog, steps: StepLog,
-                 t_end: float, wall_s: float, gateway=None) -> Result:
+                 t_end: float, wall_s: float, gateway=None, loop_turns: int = 0) -> Result:
     seg = log.segments()
     waits = _waits(rs, seg)
     requests = _requests(sc, rs, log, waits)
@@ -90,7 +91,7 @@ def build_result(sc: Scenario, mem: MemoryBreakdown, rs: Requests, log: WaitLog,
     summary = summarize(sc, mem, requests, steps.totals(), alerts, t_end, wall_s)
     if gateway is not None:
         gateway_summary(summary, requests, gateway.inversions)
-    return Result(sc, mem, requests, waits, alerts, summary, holders, admissions, steps)
+    return Result(sc, mem, requests, waits, alerts, summary, holders, admissions, steps, loop_turns)
 
 
 def _requests(sc: Scenario, rs: Requests, log: WaitLog, waits: pd.DataFrame) -> pd.DataFrame:

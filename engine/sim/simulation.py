@@ -251,7 +251,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
     left = rs.in_flight()
     rs.unfinish(left.tolist(), f"still in the system after the {sc.drain_limit_s:g} s drain limit")
     log.finish(max(t_end, until) if len(left) else t_end)
-    return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway)
+    return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway,
+                        sum(rep.turns for rep in replicas))
 
 
 def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, tidy,

@@ -69,7 +69,8 @@ def test_run_default_json_has_the_documented_keys(default_run):
     assert [c["priority"] for c in s["classes"].values()] == [0, 1, 2]
     assert s["steps"] > 0 and s["sim_time_s"] > 0 and s["served_tok_s"] > 0
     assert 0 < s["kv_util_mean"] <= 1
-    # the same numbers as an in-process run (the CLI adds nothing and loses nothing)
+    # the same numbers as an in-process run (the CLI adds only the loop's turns, and loses nothing)
+    assert s.pop("loop_turns") == simulate(load("default")).loop_turns > 0
     assert _comparable(s) == in_process()
     assert proc.stderr == ""
 
@@ -98,6 +99,7 @@ def test_set_policy_and_seed_change_the_run():
     pri = json.loads(proc.stdout)
     assert pri["seed"] == 3
     pri.pop("wall_time_s")
+    pri.pop("loop_turns")
     fcfs = in_process(seed=3)
     assert pri == in_process(seed=3, policy="priority")
     # same traffic (seed 3 in both), different schedule
