@@ -3,10 +3,11 @@
 The compiled build (`python3 tasks.py build`; `tasks.py test` makes it first, `tasks.py app` in
 the background) lives in `.build/mypyc/`, beside the source and never in it: one extension module
 per module of `engine.compiled_modules.COMPILED`, their shared library, and a stamp holding the
-digest of the sources it was made from. `use()` (run once by `import engine`) puts a finder first
-on `sys.meta_path` that loads those modules from the build — only if the stamp matches the source
-on disk now (a rule edited since the build must never run as its old compiled self) and
-INVERSION_LAB_PURE is not set. Otherwise nothing changes: the interpreted engine runs. `ENGINE`
+digest of the sources it was made from. `pip install .` puts the same build in the installed
+package, as `engine/_mypyc/` (setup.py), beside the sources it was made from. `use()` (run once
+by the first engine folder imported) puts a finder first on `sys.meta_path` that loads those
+modules from the build — only if the stamp matches the source on disk now (a rule edited since
+the build must never run as its old compiled self) and INVERSION_LAB_PURE is not set. Otherwise nothing changes: the interpreted engine runs. `ENGINE`
 says which ran, and why; `python -m engine bench` prints it.
 """
 
@@ -23,11 +24,18 @@ from pathlib import Path
 from .compiled_modules import COMPILED
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / ".build" / "mypyc"
+BUILD = ROOT / ".build" / "mypyc"  # a checkout's build
+PACKAGED = Path(__file__).resolve().parent / "_mypyc"  # an installed package's (made by `pip install .`)
 STAMP = "stamp.json"
 GROUP = "inversion_lab_engine__mypyc"  # the shared library the compiled modules import
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 ENGINE = "pure Python (not yet decided)"
+LIB = BUILD  # the build `use()` looked at
+
+
+def found() -> Path:
+    """Where the build is: the checkout's, else the one `pip install .` put in the package."""
+    return PACKAGED if not (BUILD / STAMP).exists() and (PACKAGED / STAMP).exists() else BUILD
 
 
 def digest(root: Path = ROOT) -> str:
@@ -54,8 +62,9 @@ class CompiledFinder:
         return None if where is None else importlib.util.spec_from_file_location(fullname, where)
 
 
-def why_pure(lib: Path = BUILD) -> str | None:
+def why_pure(lib: Path | None = None) -> str | None:
     """Why the interpreted engine must run (None: the compiled build may)."""
+    lib = found() if lib is None else lib
     if os.environ.get("INVERSION_LAB_PURE") == "1":
         return "INVERSION_LAB_PURE=1"
     try:
@@ -69,11 +78,12 @@ def why_pure(lib: Path = BUILD) -> str | None:
     return None
 
 
-def use(lib: Path = BUILD) -> str:
+def use(lib: Path | None = None) -> str:
     """Load the event path compiled when a valid build is there (before any of it is imported)."""
-    global ENGINE
+    global ENGINE, LIB
     if not ENGINE.endswith("(not yet decided)"):
         return ENGINE  # decided by the first engine folder imported (the digest is read once)
+    LIB = lib = found() if lib is None else lib
     why = why_pure(lib)
     if why is None and not any(module_name(p) in sys.modules for p in COMPILED):
         sys.meta_path.insert(0, CompiledFinder(lib))

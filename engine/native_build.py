@@ -1,6 +1,7 @@
 """Build the compiled engine: mypyc over `engine.compiled_modules.COMPILED` into `.build/mypyc`.
 
-Run by `python3 tasks.py build` (and by `tasks.py test` first, `tasks.py app` in the background).
+Run by `python3 tasks.py build` (and by `tasks.py test` first, `tasks.py app` in the background),
+and by `pip install .` (setup.py calls `package`).
 The build is made in a fresh folder and moved into place in one rename, with the digest of the
 sources it compiled; a source changed while it ran makes it discard the result. Needs mypy (which
 ships mypyc; requirements-build.txt) and a C compiler with Python's headers: without them it says
@@ -69,6 +70,31 @@ def build(out: Path = BUILD, verbose: bool = False) -> float:
     new.rename(out)
     shutil.rmtree(old, ignore_errors=True)
     return time.perf_counter() - t0
+
+
+def will_package_compiled() -> bool:
+    """Whether `package` will (most likely) put a compiled build in the wheel."""
+    why = why_pure(BUILD)
+    return why is None or (why != "INVERSION_LAB_PURE=1" and missing() is None)
+
+
+def package(out: Path) -> str:
+    """For `pip install .`: the compiled build into the package folder `out` (`engine/_mypyc` of the
+    wheel), copied from the checkout's build when that one matches the source, else made now.
+    Never fails the install: says why in one line when the wheel carries the interpreted engine."""
+    why = why_pure(BUILD)
+    if why == "INVERSION_LAB_PURE=1":
+        return f"note: the package carries the interpreted engine only ({why})"
+    if why is None:
+        shutil.copytree(BUILD, out)
+        return f"compiled engine: copied from {BUILD.relative_to(ROOT)}"
+    if (lack := missing()) is not None:
+        return f"note: the package carries the interpreted engine only: {lack}"
+    try:
+        took = build(out)
+    except RuntimeError as err:
+        return f"note: the package carries the interpreted engine only: {err}"
+    return f"compiled engine: {len(COMPILED)} modules in {took:.0f} s"
 
 
 def main(argv: list[str]) -> int:
