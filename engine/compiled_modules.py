@@ -11,7 +11,7 @@ COMPILED = (
     "engine/core/prefix.py", "engine/core/queue.py", "engine/core/reasons.py", "engine/core/requests.py",
     "engine/core/running.py", "engine/core/sglang_rules.py", "engine/core/state.py", "engine/core/step.py",
     "engine/core/vllm_rules.py", "engine/core/walk.py",
-    "engine/sim/clock.py", "engine/sim/observe.py", "engine/sim/ports.py", "engine/sim/replica.py",
-    "engine/sim/steplog.py",
+    "engine/sim/clock.py", "engine/sim/feeds.py", "engine/sim/observe.py", "engine/sim/ports.py",
+    "engine/sim/replica.py", "engine/sim/steplog.py",
     "engine/config/cost.py",
 )

@@ -7,8 +7,9 @@ digest of the sources it was made from. `pip install .` puts the same build in t
 package, as `engine/_mypyc/` (setup.py), beside the sources it was made from. `use()` (run once
 by the first engine folder imported) puts a finder first on `sys.meta_path` that loads those
 modules from the build — only if the stamp matches the source on disk now (a rule edited since
-the build must never run as its old compiled self) and INVERSION_LAB_PURE is not set. Otherwise nothing changes: the interpreted engine runs. `ENGINE`
-says which ran, and why; `python -m engine bench` prints it.
+the build must never run as its old compiled self) and INVERSION_LAB_PURE is not set. Otherwise
+nothing changes: the interpreted engine runs. `ENGINE` says which ran, and why; `python -m engine
+bench` prints it.
 """
 
 from __future__ import annotations

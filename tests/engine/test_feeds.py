@@ -3,7 +3,7 @@
 import numpy as np
 
 from engine import from_dict, simulate
-from engine.sim.simulation import StaticFeed
+from engine.sim.feeds import StaticFeed
 
 
 def test_static_feed_hands_over_every_arrival_once_across_window_edges():

@@ -385,6 +385,7 @@ def test_a_gateway_run_is_identical_across_processes(tmp_path):
         assert proc.returncode == 0, proc.stderr
         s = json.loads(proc.stdout)
         s.pop("wall_time_s")
+        assert s.pop("loop_turns") > 0
         out.append(s)
     assert out[0] == out[1]
     ours = clean(simulate(load("gateway-priority", {"duration_s": 30})).summary)
