@@ -95,10 +95,14 @@ def _wait_for_parts(out: Path, n: int, proc: subprocess.Popen, limit_s: float = 
         time.sleep(0.02)
 
 
+LONG = 200
+
+
 @pytest.fixture
 def long_spec(tmp_path):
-    # 80 runs of ~40 ms on one worker: ~3 s, long enough to stop in the middle
-    return write_spec(tmp_path / "long.yaml", set={"duration_s": 30}, seeds=80)
+    # LONG runs of 60 s of traffic on one worker (~25 ms each compiled, ~60 ms interpreted): long
+    # enough to stop in the middle on either engine (80 runs of 30 s once finished before the signal)
+    return write_spec(tmp_path / "long.yaml", set={"duration_s": 60}, seeds=LONG)
 
 
 def test_ctrl_c_leaves_a_valid_partial_output_and_the_same_command_resumes(tmp_path, long_spec):
@@ -110,14 +114,14 @@ def test_ctrl_c_leaves_a_valid_partial_output_and_the_same_command_resumes(tmp_p
     assert proc.returncode == 130, err
     assert "interrupted:" in err and "rerun the same command to resume" in err and "Traceback" not in err
     m = read_manifest(out)
-    assert m["status"] == "interrupted" and 2 <= m["done"] < 80
+    assert m["status"] == "interrupted" and 2 <= m["done"] < LONG
     partial = pd.read_parquet(out / "runs.parquet")
     assert partial["run"].nunique() == m["done"] and len(partial) == 3 * m["done"]
     assert pd.read_csv(out / "runs.csv").shape == partial.shape
     rest = cli("sweep", str(long_spec), "--out", str(out), "--quiet")
     assert rest.returncode == 0, rest.stderr
-    assert f"({m['done']} already done, {80 - m['done']} run now" in rest.stdout
-    assert pd.read_parquet(out / "runs.parquet")["run"].nunique() == 80
+    assert f"({m['done']} already done, {LONG - m['done']} run now" in rest.stdout
+    assert pd.read_parquet(out / "runs.parquet")["run"].nunique() == LONG
 
 
 def test_a_killed_sweep_is_readable_and_resumes_to_the_same_table(tmp_path, long_spec):
@@ -129,7 +133,7 @@ def test_a_killed_sweep_is_readable_and_resumes_to_the_same_table(tmp_path, long
     assert read_manifest(out)["status"] == "running"  # it never got to say otherwise
     partial = read_table(out)  # parts + manifest: knobs and seeds joined in
     done = partial["run"].nunique()
-    assert 3 <= done < 80 and list(partial.columns[:3]) == ["run", "seed", "class"]
+    assert 3 <= done < LONG and list(partial.columns[:3]) == ["run", "seed", "class"]
     # a write the kill cut leaves only a hidden temp file (readers skip it); every visible part is whole
     visible = [p for p in (out / "parts").iterdir() if not p.name.startswith(".")]
     assert visible and all(p.suffix == ".parquet" for p in visible)
