@@ -97,8 +97,6 @@ def _fail(message: str, code: int) -> int:
 
 
 def _run(args) -> int:
-    from .sweeps.evidence import RunSamples, default_seeds, over_seeds, report
-
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise ScenarioError(f"--seeds {args.seeds}: expected 1..{MAX_SEEDS}")
     if args.seeds > 1 and args.out:
@@ -107,6 +105,8 @@ def _run(args) -> int:
     work = preflight(sc, None if args.no_work_limit else args.limits)
     stop = None if args.no_work_limit else Stop(seconds=args.limits.seconds, key=work.key_steps)
     if args.seeds > 1:
+        from .sweeps.evidence import default_seeds, over_seeds, report
+
         rep = report(over_seeds(sc, default_seeds(sc.seed, args.seeds), stop=stop))
         print(json.dumps(clean(rep)) if args.json else format_seeds(rep))
         return 0
@@ -121,6 +121,8 @@ def _run(args) -> int:
     if args.json:
         print(json.dumps(clean(res.summary) | {"loop_turns": res.loop_turns}))  # (turns: what the bench divides by)
     else:
+        from .sweeps.evidence import RunSamples  # (the figures over seeds: not needed for --json)
+
         print(format_summary(res.summary, few=few_marks(RunSamples.of(res))))
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .scenario import Scenario
 
 MAX_TIME_SCALE = 1000.0
+DEFAULT_SCALES = (0.9, 1.0, 1.1)  # the loads a story's claims are checked at unless told (engine.sweeps.story)
 
 
 def load_overrides(sc: Scenario, s: float) -> dict:

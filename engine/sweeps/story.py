@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config.scale import load_overrides
+from ..config.scale import DEFAULT_SCALES, load_overrides
 from ..config.scenario import (
     ScenarioError,
     apply_overrides,
@@ -52,7 +52,6 @@ from ..config.scenario import (
 from . import claims
 
 STORY_KEY = "story"
-DEFAULT_SCALES = (0.9, 1.0, 1.1)
 MAX_SEEDS = 200
 STORY_KEYS = {"runs", "claims", "edge"}
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..config.scale import DEFAULT_SCALES
 from ..config.scenario import ScenarioError
-from . import story as stories
 
 
 def add_parser(sub) -> None:
@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--all", action="store_true", help="every shipped scenario that tells a story")
     p.add_argument("--seeds", type=int, default=20, metavar="N",
                    help="the scenario's seed and the next N-1 (default 20)")
-    p.add_argument("--rates", default=",".join(f"{x:g}" for x in stories.DEFAULT_SCALES), metavar="S,S,...",
+    p.add_argument("--rates", default=",".join(f"{x:g}" for x in DEFAULT_SCALES), metavar="S,S,...",
                    help="load scales: every class's rate × s, a trace packed s times closer (default 0.9,1,1.1)")
     p.add_argument("--workers", type=int, help="parallel runs (default: all cores)")
     out = p.add_mutually_exclusive_group()
@@ -45,6 +45,8 @@ def _scales(text: str) -> list[float]:
 
 
 def cmd_story(args) -> int:
+    from . import story as stories  # here, not at the top: `python -m engine run` need not load it
+
     if args.all == bool(args.names):
         raise ScenarioError("name scenarios or lessons, or give --all (not both)")
     picked = stories.shipped() if args.all else [stories.load_story(n) for n in args.names]
