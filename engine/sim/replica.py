@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-
-import simpy
+from typing import TYPE_CHECKING
 
 from ..config.cost import StepCost
 from ..core.kv import KVPool
@@ -33,6 +32,9 @@ from .clock import Clock
 from .observe import WaitLog
 from .ports import WAKE, Feed, OnFinish, Quiet, Rules, Wake
 from .steplog import StepLog
+
+if TYPE_CHECKING:  # SimPy only times several replicas (or a gateway): one replica's run never loads it
+    import simpy
 
 MAX_RUN = 4096  # steps considered for one run (a longer quiet stretch becomes several runs)
 WATCH_EVERY = 64  # loop turns between two looks at the run's limits (`engine.sim.limits.Stop`)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import simpy
 
 from ..config.cost import make_step_cost
 from ..config.scenario import Scenario
@@ -36,6 +36,9 @@ from .preflight import validate
 from .replica import Replica
 from .result import Result, build_result
 from .steplog import StepLog
+
+if TYPE_CHECKING:
+    import simpy
 
 
 def _scheduler(sc: Scenario, mem, wl, rs: Requests, shortcuts: bool,
@@ -95,7 +98,8 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
     for i, why in wl.rejected.items():
         rs.reject(i, why)
     cost = make_step_cost(sc.cost, mem)
-    env = simpy.Environment()
+    gw_spec = sc.gateway if sc.gateway is not None and sc.gateway.enabled else None
+    env = _environment() if gw_spec is not None or sc.replicas.count > 1 else None  # one replica: no SimPy
     log = WaitLog(rs, sc.mitigations.alert_after_s, sc.kv.block_size)
     steps = StepLog(names, mem.usable_blocks)
     until = sc.duration_s + sc.drain_limit_s
@@ -112,7 +116,6 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
             rs.arrival[j] = math.nextafter(t, math.inf) if after_the_call else t
             route(j, float(rs.arrival[j]))
 
-    gw_spec = sc.gateway if sc.gateway is not None and sc.gateway.enabled else None
     # Split pieces arrive when an earlier piece finishes on any replica: not known in advance, so
     # several replicas step one at a time when there may be pieces. Behind a gateway, requests
     # arrive whenever it dispatches: every replica steps one at a time.
@@ -169,6 +172,13 @@ def simulate(sc: Scenario, *, shortcuts: bool = True, skip_steps: bool = True, s
     log.finish(max(t_end, until) if len(left) else t_end)
     return build_result(sc, mem, rs, log, steps, t_end, time.perf_counter() - wall0, gateway,
                         sum(rep.turns for rep in replicas))
+
+
+def _environment() -> simpy.Environment:
+    """SimPy's clock, for several replicas or a gateway: loaded only then (one replica runs without it)."""
+    import simpy
+
+    return simpy.Environment()
 
 
 def _router(env: simpy.Environment, ids: np.ndarray, times: np.ndarray, route, feed: RouterFeed, tidy,
