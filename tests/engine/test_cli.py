@@ -75,6 +75,35 @@ def test_run_default_json_has_the_documented_keys(default_run):
     assert proc.stderr == ""
 
 
+PROBE = """
+import gc, json, runpy, sys
+sys.argv = ["engine", *sys.argv[1:]]
+try:
+    runpy.run_module("engine", run_name="__main__", alter_sys=True)
+except SystemExit as done:
+    code = done.code
+print(json.dumps({"code": code, "gc_on": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                  "loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("simpy", "engine"))}))
+"""
+
+
+@pytest.mark.parametrize("args, absent", [
+    (("run", "default", "--json"), {"simpy", "engine.sweeps.story", "engine.sweeps.evidence"}),
+    (("run", "two-gpus", "--json"), {"engine.sweeps.story", "engine.sweeps.evidence"}),
+])
+def test_the_process_loads_what_the_command_needs_and_collects_its_garbage(args, absent):
+    """`run` loads neither the stories nor the figures over seeds, nor SimPy for one replica (it
+    does for two); the imports are frozen out of the collector, which is on for the command."""
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    probe = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert probe["code"] == 0, proc.stderr
+    assert probe["gc_on"] and probe["frozen"] > 10_000
+    assert not absent & set(probe["loaded"])
+    assert "engine.sim.simulation" in probe["loaded"]
+    assert ("simpy" in probe["loaded"]) == (args[1] == "two-gpus")
+
+
 def test_run_out_writes_the_frames_as_csv(default_run):
     proc, out = default_run
     s = json.loads(proc.stdout)
