@@ -71,7 +71,9 @@ def _draw(plan: Plan, classes: list[str], x_label: str, slos: dict[str, float | 
         cache = st.session_state.setdefault("_sweep_fig", {})
         tag = (fingerprint(plan), drawn, best, x_label, tuple(sorted(slos.items(), key=str)), x_range, i18n.language())
         if cache.get("tag") != tag:  # a new figure only at a milestone: the browser redraws 4 times, not 12
-            cache.update(tag=tag, fig=p99_panels(table, classes, x_label, slos, x_range, best, knee_text))
+            fig = p99_panels(table, classes, x_label, slos, x_range, best, knee_text)
+            fig.layout.meta = {"sweep": fingerprint(plan), "runs": drawn, "of": total}  # unseen; for benchmarks
+            cache.update(tag=tag, fig=fig)
         st.plotly_chart(cache["fig"], key="sw_fig", theme=None, config={"displaylogo": False})
         if failed:
             first = next(iter(failed.values()))
