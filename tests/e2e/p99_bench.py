@@ -14,7 +14,7 @@ none of its runs was made before (in an earlier round, by the first sweep, or �
 traffic — by a capacity search) and that it is the plan the page drew.
 
 Timed in the page, from the Enter that commits the change (the key event's time stamp) to the
-first moment the chart's figure carries the new sweep with all its runs (`layout.meta`, set by
+first frame after the chart drew the new sweep with all its runs (`layout.meta`, set by
 `ui/runtime/live.py`, unseen) — and to its first curve. Also prints the CPU seconds each group
 of processes spent in that interval. Not a test: the numbers depend on the machine and its load
 (take the exclusive CPU lock).
@@ -36,25 +36,32 @@ from load import CpuUsage  # noqa: E402
 
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, open_app, streamlit_server, wait_idle  # noqa: E402
 
-# Installed before each change: the time of the Enter that commits it, and the first moments a chart shows a
-# sweep other than `old` with some runs and with all of them (Plotly keeps the figure's layout on its div).
+# Installed before each change: the time of the Enter that commits it, and the first frames in which a chart
+# shows a sweep other than `old` with some of its runs and with all of them (Plotly keeps the figure's layout,
+# its `meta` included, on the chart's element; a figure counts as drawn once every trace of it is in the page).
 WATCH = """(old) => {
   const b = window.__bench = {t0: null, first: null, full: null, sweep: null, runs: null};
   document.addEventListener('keydown', e => { if (e.key === 'Enter' && b.t0 === null) b.t0 = e.timeStamp; },
                             {capture: true});
+  let seen = false, done = false;
   const check = () => {
-    if (b.full !== null) return;
+    if (done || b.t0 === null) return;
     for (const gd of document.querySelectorAll('.js-plotly-plot')) {
       const m = gd._fullLayout && gd._fullLayout.meta;
-      if (!m || !m.sweep || m.sweep === old || b.t0 === null) continue;
-      const now = performance.now();
-      if (b.first === null && m.runs > 0) b.first = now;
-      if (m.runs === m.of) { b.full = now; b.sweep = m.sweep; b.runs = m.runs; obs.disconnect(); }
+      if (!m || !m.sweep || m.sweep === old) continue;
+      const traces = (gd._fullData || []).filter(t => t.visible === true).length;
+      if (!traces || gd.querySelectorAll('.scatterlayer .trace').length < traces) continue;
+      if (!seen && m.runs > 0) { seen = true; requestAnimationFrame(() => { b.first = performance.now(); }); }
+      if (m.runs === m.of) {
+        done = true;
+        obs.disconnect();
+        requestAnimationFrame(() => { b.full = performance.now(); b.sweep = m.sweep; b.runs = m.runs; });
+      }
     }
   };
   const obs = new MutationObserver(check);
   obs.observe(document.body, {subtree: true, childList: true, attributes: true});
-  const tick = setInterval(() => { check(); if (b.full !== null) clearInterval(tick); }, 10);
+  const tick = setInterval(() => { check(); if (done) clearInterval(tick); }, 10);
 }"""
 SHOWN = """() => { for (const gd of document.querySelectorAll('.js-plotly-plot')) {
   const m = gd._fullLayout && gd._fullLayout.meta; if (m && m.sweep && m.runs === m.of) return m.sweep; }
