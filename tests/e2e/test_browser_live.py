@@ -2,7 +2,7 @@
 first request, and no request to the internet at page load.
 
 Timings are printed (run with -s), never asserted: the benchmark figures in the README come from
-`python tests/e2e/measure.py`.
+`python tests/e2e/p99_bench.py`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ from tests.support.browser import full_shot, open_app, pick, streamlit_server, w
 
 pytestmark = pytest.mark.browser
 
-SWEEP = "[class*='st-key-sweep_']"
-NEW_SWEEP = """([old, stage]) => [...document.querySelectorAll("[class*='st-key-sweep_']")].some(e =>
-    !e.className.includes(old) && new RegExp('_(' + stage + ')( |$)').test(e.className)
-    && e.querySelector('.js-plotly-plot .scatterlayer .trace'))"""
+SWEEP = "[class*='st-key-sweep_']"  # the sweep's caption: which sweep (its fingerprint) and how far (its stage)
+CHART = ".st-key-p99_sweep .js-plotly-plot"
+# a sweep other than `old` at `stage`, and a chart drawing that very sweep (its figure's meta names it)
+NEW_SWEEP = """([old, stage]) => [...document.querySelectorAll("[class*='st-key-sweep_']")].some(e => {
+    const m = e.className.match(/st-key-sweep_([0-9a-f]+)_(\\w+)/);
+    return m && m[1] !== old && new RegExp('^(' + stage + ')$').test(m[2])
+      && [...document.querySelectorAll('.st-key-p99_sweep .js-plotly-plot')].some(gd =>
+           gd._fullLayout && gd._fullLayout.meta && gd._fullLayout.meta.sweep === m[1]
+           && gd.querySelector('.scatterlayer .trace')); })"""
 
 
 def sweep_id(page) -> str:
@@ -32,7 +37,7 @@ def wait_sweep_done(page, timeout_ms: int = 120_000) -> None:
     page.wait_for_selector(f"{SWEEP}[class*='_full']", state="attached", timeout=timeout_ms)
 
 
-def test_p99_curves_follow_the_sidebar_coarse_first_then_complete(page, app_url, shots):
+def test_p99_curves_follow_the_sidebar_until_complete(page, app_url, shots):
     open_app(page, f"{app_url}/p99?sw_pts=5&seeds=2")
     expect(page.get_by_role("button", name=re.compile("sweep", re.I))).to_have_count(0)  # no button
     wait_sweep_done(page)
@@ -48,7 +53,7 @@ def test_p99_curves_follow_the_sidebar_coarse_first_then_complete(page, app_url,
     wait_idle(page)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_text("CacheReplayClosureError")).to_have_count(0)
-    plot = page.locator(f"{SWEEP} .js-plotly-plot")
+    plot = page.locator(CHART)
     for title in ("P0 · P99 time to first token (s)", "P2 · P99 time to first token (s)",
                   "On the same axis: served rate"):
         expect(plot.get_by_text(title, exact=False)).to_have_count(1)
@@ -63,7 +68,7 @@ def test_while_a_long_sweep_computes_every_poll_keeps_the_chart_and_raises_nothi
     run: an exception on the first milestone)."""
     open_app(page, f"{app_url}/p99?dur=600&seeds=5&sw_pts=16")
     page.wait_for_selector(SWEEP, state="attached", timeout=60_000)
-    chart, shown, stages = page.locator(f"{SWEEP} .js-plotly-plot"), [], set()
+    chart, shown, stages = page.locator(CHART), [], set()
     for _ in range(60):  # 6 s: about 12 polls
         shown.append(chart.count() > 0)
         stages.add(re.search(r"st-key-sweep_[0-9a-f]+_(\w+)", page.locator(SWEEP).first.get_attribute("class")

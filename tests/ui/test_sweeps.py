@@ -149,3 +149,11 @@ def test_the_curve_is_redrawn_only_at_milestones():
     assert milestone(p, set(order[:17])) == 9 and milestone(p, set(order[:18])) == 18
     assert milestone(p, set(order)) == 27
     assert milestone(p, set(order[1:])) == 0  # a prefix, not just a count
+
+
+def test_a_full_run_waits_for_the_whole_sweep_only_when_the_pace_so_far_says_it_is_near():
+    from ui.runtime.live import rest_within
+
+    assert rest_within(left=22, made=5, elapsed_s=0.2, within_s=1.5)  # 22 × 40 ms: drawn once, complete
+    assert not rest_within(left=75, made=5, elapsed_s=0.3, within_s=1.5)  # 4.5 s: coarse first, then polls
+    assert not rest_within(left=22, made=0, elapsed_s=0.3, within_s=1.5)  # nothing came back yet: no pace
