@@ -23,7 +23,7 @@ class BuildWithEngine(build_py):
 class MaybeBinary(Distribution):
     def has_ext_modules(self) -> bool:
         """A wheel with the compiled engine is for this platform and Python only."""
-        return native_build.will_package_compiled()
+        return native_build.why_not_packaged() is None
 
 
 setup(cmdclass={"build_py": BuildWithEngine}, distclass=MaybeBinary)

@@ -72,24 +72,23 @@ def build(out: Path = BUILD, verbose: bool = False) -> float:
     return time.perf_counter() - t0
 
 
-def will_package_compiled() -> bool:
-    """Whether `package` will (most likely) put a compiled build in the wheel."""
+def why_not_packaged() -> str | None:
+    """Why `package` will leave the wheel interpreted (None: it copies or makes a compiled build)."""
     why = why_pure(BUILD)
-    return why is None or (why != "INVERSION_LAB_PURE=1" and missing() is None)
+    if why is None:
+        return None
+    return why if why == "INVERSION_LAB_PURE=1" else missing()
 
 
 def package(out: Path) -> str:
     """For `pip install .`: the compiled build into the package folder `out` (`engine/_mypyc` of the
     wheel), copied from the checkout's build when that one matches the source, else made now.
     Never fails the install: says why in one line when the wheel carries the interpreted engine."""
-    why = why_pure(BUILD)
-    if why == "INVERSION_LAB_PURE=1":
-        return f"note: the package carries the interpreted engine only ({why})"
-    if why is None:
+    if (why := why_not_packaged()) is not None:
+        return f"note: the package carries the interpreted engine only: {why}"
+    if why_pure(BUILD) is None:
         shutil.copytree(BUILD, out)
         return f"compiled engine: copied from {BUILD.relative_to(ROOT)}"
-    if (lack := missing()) is not None:
-        return f"note: the package carries the interpreted engine only: {lack}"
     try:
         took = build(out)
     except RuntimeError as err:

@@ -145,5 +145,5 @@ def test_pip_install_with_pure_carries_the_interpreted_engine_and_says_so(tmp_pa
     wheel, said, got = _wheel(tmp_path, {**os.environ, "INVERSION_LAB_PURE": "1"})
     assert not any("_mypyc" in n for n in wheel.namelist())
     assert "-none-any" in wheel.filename
-    assert "note: the package carries the interpreted engine only (INVERSION_LAB_PURE=1)" in said
+    assert "note: the package carries the interpreted engine only: INVERSION_LAB_PURE=1" in said
     assert got["engine"].startswith("pure Python (no compiled build") and got["kv"].endswith("engine/core/kv.py")
