@@ -6,12 +6,9 @@ base), called where they act; what they change, they change through the engine's
 
 from __future__ import annotations
 
-import numpy as np
-
 from .policies import Policy
 from .queue import Key
 from .reasons import Reason
-from .running import COMP, PROMPT, TOP
 from .state import EngineState
 from .step import Budget, Limits
 
@@ -39,9 +36,7 @@ class Mitigations:
             return lim.token_reserve
         if any(st.rs.is_top[i] for i in st.queue.ids()):
             return lim.token_reserve
-        run = st.running
-        prefilling_top = (run.row(TOP) == 1) & (run.row(COMP) < run.row(PROMPT))
-        return lim.token_reserve if bool(np.any(prefilling_top)) else 0
+        return lim.token_reserve if st.running.top_prefilling() else 0
 
     def boosting(self) -> bool:
         """Inheritance is on and a waiting top-priority request cannot fit its sequence in KV."""
@@ -54,7 +49,7 @@ class Mitigations:
     def boost_holders(self) -> None:
         """Priority inheritance: lower-priority KV holders move to the front of the running order."""
         top, run = self.state.rs.is_top, self.state.running
-        held = run.held().tolist()
+        held = run.held()
         holders = [p for p, i in enumerate(run.ids) if not top[i] and held[p] > 0]
         holders.sort(key=lambda p: -held[p])
         rest = [p for p, i in enumerate(run.ids) if top[i] or held[p] == 0]
@@ -83,7 +78,8 @@ class Mitigations:
         cands = self.lower(w)
         if cands:
             at = {i: p for p, i in enumerate(run.ids)}
-            freed = int(run.held()[[at[i] for i in cands]].sum())
+            held = run.held()
+            freed = sum(held[at[i]] for i in cands)
             if pool.shortfall(c, need, watermark=True, freed=freed) in (Reason.KV_SHORT, Reason.RESERVE):
                 cands = []  # even evicting every one of them would not make room
         why = pool.shortfall(c, need, watermark=bool(run))

@@ -20,7 +20,7 @@ from .policies import Policy
 from .prefix import Hit, PrefixCache
 from .queue import Key, WaitingQueue
 from .requests import Requests
-from .running import COMP, RunningSet
+from .running import RunningSet
 from .step import Budget, Limits, Step
 
 NO_HIT: Hit = ((), (), 0, 0)  # a prefix-cache lookup that found nothing (`PrefixCache.lookup`)
@@ -33,7 +33,7 @@ class EngineState:
         self.rs, self.pool, self.policy, self.lim = requests, pool, policy, limits
         n_cls = len(pool.used_cls)
         self.queue = WaitingQueue()
-        self.running = RunningSet(n_cls, pool.block_size, min(limits.max_seqs, 1024))
+        self.running = RunningSet(n_cls, pool.block_size)
         self.evicted = np.zeros(requests.n, bool)  # waiting again after a preemption
         self.n_evicted = 0
         self.n_running_cls = [0] * n_cls
@@ -266,4 +266,4 @@ class EngineState:
         unfinished request got)."""
         run = self.running
         if run.ids:
-            self.rs.computed[run.ids] = run.row(COMP)
+            self.rs.computed[run.ids] = run.computed()

@@ -85,8 +85,8 @@ class Plan:
     growth: list[int]
     reserve_used: int
     shared_used: int
-    tokens: np.ndarray | None = None
-    from_reserve: np.ndarray | None = None
+    tokens: list[int] | None = None
+    from_reserve: list[int] | None = None
     done: int = 0  # of the n, requests whose last token is in flight (async): no token, they leave
 
 

@@ -17,7 +17,7 @@ from test_properties import scenarios
 
 from engine import from_dict, load, simulate
 from engine.config.scenario import apply_overrides, load_raw
-from engine.core.running import COMP, END, SEQ, RunningSet
+from engine.core.running import RunningSet
 from tests.support.rules import keeping
 
 FRAMES = ("requests", "steps", "waits", "holders", "admissions", "episodes", "alerts")
@@ -96,7 +96,7 @@ ops = st.lists(
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(ops=ops)
 def test_running_set_bookkeeping_matches_the_rows(ops):
-    run = RunningSet(n_classes=3, block_size=BS, capacity=2)  # small: growth is exercised too
+    run = RunningSet(n_classes=3, block_size=BS)
     model: list[dict] = []  # true values, running order
     next_id = 0
 
@@ -150,7 +150,7 @@ def test_running_set_bookkeeping_matches_the_rows(ops):
         elif kind == "reindex":
             run._reindex()
         elif kind == "settle":
-            run.settled()
+            run.settle()
         # the invariants, after every operation
         assert run.ids == [r["id"] for r in model]
         assert [run.comp_seq(p) for p in range(len(model))] == [(r["comp"], r["seq"]) for r in model]
@@ -161,11 +161,10 @@ def test_running_set_bookkeeping_matches_the_rows(ops):
         assert run.ctx == sum(r["comp"] for r in model)
         assert run.n_top == sum(r["c"] == 0 for r in model)
         assert run.n_dec == sum(r["seq"] - r["comp"] == 1 and r["seq"] > r["prompt"] for r in model)
-    F = run.settled()
-    n = len(model)
-    assert F[COMP, :n].tolist() == [r["comp"] for r in model]
-    assert F[SEQ, :n].tolist() == [r["seq"] for r in model]
-    assert F[END, :n].tolist() == [r["end"] for r in model]
+    run.settle()
+    assert run.comp == [r["comp"] for r in model]
+    assert run.seq == [r["seq"] for r in model]
+    assert run.end == [r["end"] for r in model]
     assert run.shift == 0
 
 
