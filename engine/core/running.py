@@ -65,7 +65,7 @@ class RunningSet:
         self.from_r: list[int] = []  # of those, drawn from the top-priority token reserve
         self.prompt: list[int] = []
         self.end: list[int] = []  # prompt + output
-        self.top: list[bool] = []  # of the top class
+        self.top: list[int] = []  # 1: of the top class
         self.adm: list[int] = []  # the step it was admitted in
         # the last step it was given tokens in, the last two it sampled a token in (−2: none),
         # unless the step was a uniform decode step (see `hashed`); kept only when `track`:
@@ -92,8 +92,9 @@ class RunningSet:
         return bool(self.ids)
 
     def _columns(self) -> tuple[list[int], ...]:
+        """Every per-request list (what leaving and reordering move together)."""
         return (self.ids, self.cls, self.comp, self.seq, self.tok, self.from_r, self.prompt, self.end,
-                self.adm, self.grant, self.sample, self.sample0)
+                self.top, self.adm, self.grant, self.sample, self.sample0)
 
     # -- reading ------------------------------------------------------------------------------
     def settle(self) -> None:
@@ -398,7 +399,7 @@ class RunningSet:
         self.from_r.append(0)
         self.prompt.append(prompt)
         self.end.append(end)
-        self.top.append(top)
+        self.top.append(int(top))
         self.adm.append(self.cur)
         self.grant.append(-2)
         self.sample.append(-2)
@@ -454,11 +455,9 @@ class RunningSet:
             self.done.remove(i)
         for column in self._columns():
             del column[p]
-        del self.top[p]
         return i, c, comp, seq
 
     def reorder(self, positions: list[int]) -> None:
         """Put the running requests in the order of `positions` (a permutation)."""
         for column in self._columns():
             column[:] = [column[p] for p in positions]
-        self.top[:] = [self.top[p] for p in positions]
