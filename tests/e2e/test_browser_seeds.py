@@ -28,9 +28,12 @@ WATCH = """() => { window.__seen = {}; const t0 = performance.now();
 
 def test_the_first_cards_are_the_shown_seed_then_every_figure_is_over_the_seeds(page, app_url):
     page.add_init_script(f"({WATCH})()")
-    # a scenario no other test runs, so its seeds are in no cache, and 10 seeds (19 more runs on two
-    # page workers, seconds): the shown seed's cards must come first
-    open_app(page, f"{app_url}/?preset=classic-inversion&policy=priority&reserve=320&seeds=10")
+    # a scenario no other test runs, so its seeds are in no cache, and 10 seeds: 19 more runs on two page
+    # workers, each ~0.6 s compiled with arrivals for 6,000 s, so several seconds after the first cards
+    # (a page that finds every seed in draws them at once, rightly; on the scenario's own 120 s the
+    # compiled engine ran the 19 within the browser's first render, and CI's first cards were already
+    # over every seed)
+    open_app(page, f"{app_url}/?preset=classic-inversion&policy=priority&reserve=320&seeds=10&dur=6000")
     page.wait_for_selector("[class*='st-key-pg_numbers_all'] [data-testid='stMetric']", timeout=120_000)
     expect(page.get_by_test_id("stException")).to_have_count(0)
     seen = page.evaluate("window.__seen")
@@ -40,6 +43,5 @@ def test_the_first_cards_are_the_shown_seed_then_every_figure_is_over_the_seeds(
     done = page.locator("[class*='st-key-pg_numbers_all']").inner_text()
     assert "Every figure is over 10 seeds (7–16)" in done and "10 seeds: " in done
     assert "better on " in done and "of 10 seeds" in done  # the deltas pair seed with seed
-    assert "n < 100 requests" in done  # P0's percentiles rest on fewer than 100 requests a seed
     print(f"first card {seen['shown']['t'] / 1000:.2f} s, over 10 seeds {seen['all']['t'] / 1000:.2f} s "
           "(from navigation, in this test's session)")
